@@ -1,0 +1,32 @@
+# Two targets a user needs: `make demo` and `make test`. Both create .venv, install the CPU build of
+# torch 2.13.0 first (a bare `torch` requirement would pull a multi-GB CUDA build), then cosmosfl.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.13.0
+STAMP := $(VENV)/.cosmosfl-installed
+
+.PHONY: demo test lint venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==$(TORCH_VERSION)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/cosmosfl run --config configs/default.yaml --out runs/demo --force
+
+test: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info src/*.egg-info
