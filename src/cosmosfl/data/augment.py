@@ -1,0 +1,84 @@
+"""Batched image augmentation: the neighbourhoods behind the consistency regulariser r_B.
+
+The paper's r_B compares a model's prediction at x with its predictions at nearby points:
+translations, small rotations, flips where sensible, plus a small noise ball. Everything is done
+on whole batches (one `grid_sample` call) and all randomness comes from the caller's generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["Augmentation", "default_augmentation"]
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """Random shift + rotation (zero padding), optional horizontal flip, then Gaussian noise."""
+
+    max_shift: float = 0.125  # translation as a fraction of the image size, whole pixels
+    max_rotation: float = 10.0  # degrees, uniform in [-max_rotation, max_rotation]
+    hflip: bool = False  # random horizontal flip; only for natural images
+    noise_std: float = 0.05  # std of the noise ball, in standardised input units
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("max_shift", self.max_shift, 0.0 <= self.max_shift < 1.0, "in [0, 1)"),
+            ("max_rotation", self.max_rotation, 0.0 <= self.max_rotation <= 180.0, "in [0, 180]"),
+            ("noise_std", self.noise_std, 0.0 <= self.noise_std < math.inf, "finite and >= 0"),
+        )
+        for field, value, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"Augmentation.{field} must be {allowed}, got {value!r}")
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A randomly transformed copy of the batch x (B, C, H, W), same dtype and device."""
+        if x.ndim != 4 or not x.is_floating_point():
+            raise ValueError(
+                f"x must be a floating-point (B, C, H, W) tensor, got shape {tuple(x.shape)} "
+                f"dtype {x.dtype}"
+            )
+        b, _, h, w = x.shape
+        # Draw on the generator's device (CPU by default) for reproducibility, then move.
+        where = generator.device if generator is not None else torch.device("cpu")
+        u = torch.rand(b, 4, generator=generator, device=where).to(x.device)
+        out = x
+        if b and (self.max_shift > 0 or self.max_rotation > 0):
+            out = self._affine(out, u[:, :3] * 2 - 1, h, w)
+        if self.hflip:
+            out = torch.where((u[:, 3] < 0.5).view(b, 1, 1, 1), out.flip(-1), out)
+        if self.noise_std > 0:
+            noise = torch.randn(x.shape, generator=generator, device=where, dtype=torch.float32)
+            out = out + self.noise_std * noise.to(x.device, x.dtype)
+        return out.clone() if out is x else out
+
+    def _affine(self, x: torch.Tensor, s: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """Shift by whole pixels and rotate, via one affine_grid/grid_sample call per batch.
+
+        s holds uniform [-1, 1) draws per sample: (x shift, y shift, angle).
+        """
+        dx = torch.round(s[:, 0] * self.max_shift * w)  # pixels
+        dy = torch.round(s[:, 1] * self.max_shift * h)
+        angle = s[:, 2] * math.radians(self.max_rotation)
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        # Normalised coordinates span 2 units per side; rotate in pixel space (aspect-correct).
+        theta = torch.stack(
+            [
+                torch.stack([cos, -sin * h / w, 2 * dx / w], dim=1),
+                torch.stack([sin * w / h, cos, 2 * dy / h], dim=1),
+            ],
+            dim=1,
+        )
+        work = x if x.dtype in (torch.float32, torch.float64) else x.float()
+        grid = F.affine_grid(theta.to(work.dtype), list(work.shape), align_corners=False)
+        out = F.grid_sample(work, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        return out.to(x.dtype)
+
+
+def default_augmentation(natural: bool) -> Augmentation:
+    """The defaults: shifts of 1/8 of the image, +-10 degrees, noise 0.05; flips for photos."""
+    return Augmentation(hflip=bool(natural))
