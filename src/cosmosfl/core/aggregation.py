@@ -1,0 +1,66 @@
+"""Aggregating clients' soft labels into one teacher, and the temperature applied to targets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+AGGREGATIONS = ("mean", "median", "max", "trimmed_mean")
+
+
+def _normalise(p: np.ndarray) -> np.ndarray:
+    s = p.sum(axis=-1, keepdims=True)
+    # A row that aggregates to all zeros (possible with median) falls back to uniform.
+    uniform = np.full_like(p, 1.0 / p.shape[-1])
+    return np.where(s > 0, p / np.where(s > 0, s, 1.0), uniform)
+
+
+def aggregate(
+    probs: Sequence[np.ndarray], rule: str = "mean", *, trim_fraction: float = 0.2
+) -> np.ndarray:
+    """Combine K soft-label matrices of shape (n, M) into one (n, M) teacher on the simplex.
+
+    mean: the paper's f̄_k. median: per-entry median, renormalised (robust to a minority of bad
+    clients). max: per sample, the prediction of the most confident client. trimmed_mean: per
+    entry, drop the `trim_fraction` highest and lowest values, average the rest, renormalise.
+    """
+    if rule not in AGGREGATIONS:
+        raise ValueError(f"aggregation {rule!r} is not supported; allowed: {', '.join(AGGREGATIONS)}")
+    if len(probs) == 0:
+        raise ValueError("cannot aggregate an empty list of pseudo-labels")
+    stack = np.stack([np.asarray(p, dtype=np.float64) for p in probs])  # (K, n, M)
+    if rule == "mean":
+        out = stack.mean(axis=0)
+    elif rule == "median":
+        out = _normalise(np.median(stack, axis=0))
+    elif rule == "max":
+        confidence = stack.max(axis=2)  # (K, n)
+        best = confidence.argmax(axis=0)  # lowest client index wins ties
+        out = stack[best, np.arange(stack.shape[1])]
+    else:
+        if not 0 <= trim_fraction < 0.5:
+            raise ValueError(f"trim_fraction must lie in [0, 0.5), got {trim_fraction}")
+        k = stack.shape[0]
+        cut = int(np.floor(trim_fraction * k))
+        ordered = np.sort(stack, axis=0)
+        out = _normalise(ordered[cut : k - cut].mean(axis=0))
+    return out.astype(np.float32)
+
+
+def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
+    """Sharpen or soften targets: p^(1/T) renormalised; T = 0 gives one-hot argmax; T = 1 is identity."""
+    if not np.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    p = np.asarray(probs, dtype=np.float64)
+    if temperature == 0:
+        out = np.zeros_like(p)
+        out[np.arange(p.shape[0]), p.argmax(axis=1)] = 1.0
+        return out.astype(np.float32)
+    if temperature == 1:
+        return p.astype(np.float32)
+    # Work in log space so small T does not underflow every entry of a row to zero.
+    logp = np.log(np.clip(p, 1e-30, None)) / temperature
+    logp -= logp.max(axis=1, keepdims=True)
+    e = np.exp(logp)
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)

@@ -1,0 +1,228 @@
+"""The client/server message protocol: typed messages, payload validation and byte accounting.
+
+Every algorithm talks to clients only through these messages, so the same algorithm runs on
+any engine, and every array that crosses the boundary is checked here before it is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Client tasks. Parameter tasks exist for parameter-sharing baselines only; model-agnostic
+# algorithms (COSMOS, local, ...) must never send them (see `PARAMETER_TASKS`).
+TRAIN_LOCAL = "train_local"
+PREDICT_PUBLIC = "predict_public"
+DISTILL = "distill"
+EVALUATE = "evaluate"
+GET_WEIGHTS = "get_weights"
+SET_WEIGHTS = "set_weights"
+TASKS = (TRAIN_LOCAL, PREDICT_PUBLIC, DISTILL, EVALUATE, GET_WEIGHTS, SET_WEIGHTS)
+PARAMETER_TASKS = frozenset({GET_WEIGHTS, SET_WEIGHTS})
+
+Scalar = bool | int | float | str
+
+# Probability rows must sum to 1 within this tolerance; float16 codecs need the slack.
+SIMPLEX_ATOL = 1e-3
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 30
+
+
+class PayloadError(ValueError):
+    """A received array failed validation; the sender is excluded from the step."""
+
+    def __init__(self, client_id: int | None, task: str, reason: str) -> None:
+        who = "server" if client_id is None else f"client {client_id}"
+        super().__init__(f"rejected payload from {who} for task {task!r}: {reason}")
+        self.client_id = client_id
+        self.task = task
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Message:
+    """A request from the server to one client: a task, scalar settings and named arrays."""
+
+    task: str
+    config: Mapping[str, Scalar] = field(default_factory=dict)
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; allowed: {', '.join(TASKS)}")
+        for key, value in self.config.items():
+            if not isinstance(value, Scalar):
+                raise TypeError(f"config[{key!r}] must be a scalar, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A client's answer: arrays (e.g. soft labels), scalar metrics, or an error text."""
+
+    task: str
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def payload_bytes(arrays: Mapping[str, np.ndarray]) -> int:
+    """Bytes of array payload as sent: the measured communication cost of a message."""
+    return int(sum(np.asarray(a).nbytes for a in arrays.values()))
+
+
+def message_bytes(message: Message | Reply) -> int:
+    return payload_bytes(message.arrays)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """What a named array in a message must look like.
+
+    `shape` entries are ints or names resolved from a context (e.g. "n" = |U|, "m" = classes);
+    None means any size. `kind` is "probs" (finite, non-negative rows summing to 1), "labels"
+    (integers in [0, m)), "weights" (finite, non-negative) or "any" (finite floats).
+    """
+
+    shape: tuple[int | str | None, ...]
+    kind: str = "any"
+    dtypes: tuple[str, ...] = ("float32", "float64", "float16")
+
+
+PROBS = ArraySpec(("n", "m"), kind="probs")
+
+# What each task's reply must carry. Algorithms may add expectations per call.
+REPLY_SPECS: dict[str, dict[str, ArraySpec]] = {
+    TRAIN_LOCAL: {},
+    PREDICT_PUBLIC: {"probs": PROBS},
+    DISTILL: {},
+    EVALUATE: {},
+    GET_WEIGHTS: {},
+    SET_WEIGHTS: {},
+}
+
+# What each request may carry, checked by the client before it trains on anything.
+REQUEST_SPECS: dict[str, dict[str, ArraySpec]] = {
+    DISTILL: {
+        "targets": PROBS,
+        "weights": ArraySpec(("n",), kind="weights"),
+    },
+}
+
+
+def _resolve(dim: int | str | None, context: Mapping[str, int]) -> int | None:
+    if dim is None or isinstance(dim, int):
+        return dim
+    return context[dim]
+
+
+def validate_array(
+    name: str,
+    array: Any,
+    spec: ArraySpec,
+    context: Mapping[str, int],
+    *,
+    client_id: int | None,
+    task: str,
+    max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> np.ndarray:
+    """Return `array` if it satisfies `spec`, else raise PayloadError naming the fault."""
+
+    def fail(reason: str) -> PayloadError:
+        return PayloadError(client_id, task, f"array {name!r}: {reason}")
+
+    if not isinstance(array, np.ndarray):
+        raise fail(f"expected a numpy array, got {type(array).__name__}")
+    if array.nbytes > max_bytes:
+        raise fail(f"{array.nbytes} bytes exceeds the limit of {max_bytes}")
+    if spec.kind == "labels":
+        if not np.issubdtype(array.dtype, np.integer):
+            raise fail(f"dtype {array.dtype} is not an integer type")
+    elif str(array.dtype) not in spec.dtypes:
+        raise fail(f"dtype {array.dtype} not allowed (allowed: {', '.join(spec.dtypes)})")
+    expected = tuple(_resolve(d, context) for d in spec.shape)
+    if array.ndim != len(expected) or any(
+        e is not None and e != s for e, s in zip(expected, array.shape, strict=True)
+    ):
+        shown = tuple("*" if e is None else e for e in expected)
+        raise fail(f"shape {array.shape} does not match expected {shown}")
+    if array.size == 0:
+        raise fail("array is empty")
+    if spec.kind == "labels":
+        m = context["m"]
+        if array.min() < 0 or array.max() >= m:
+            raise fail(f"label values must lie in [0, {m}), got [{array.min()}, {array.max()}]")
+        return array
+    values = array.astype(np.float64, copy=False)
+    if not np.isfinite(values).all():
+        raise fail(f"{int((~np.isfinite(values)).sum())} non-finite values (NaN or inf)")
+    if spec.kind in ("probs", "weights") and (values < 0).any():
+        raise fail(f"{int((values < 0).sum())} negative values")
+    if spec.kind == "probs":
+        sums = values.sum(axis=-1)
+        worst = float(np.abs(sums - 1.0).max())
+        if worst > SIMPLEX_ATOL:
+            raise fail(f"rows must sum to 1 (worst row sums to {1.0 + worst:.4g} or off by {worst:.3g})")
+    return array
+
+
+def validate_arrays(
+    arrays: Mapping[str, Any],
+    specs: Mapping[str, ArraySpec],
+    context: Mapping[str, int],
+    *,
+    client_id: int | None,
+    task: str,
+    required: bool = True,
+    max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> dict[str, np.ndarray]:
+    """Validate every array named in `specs`; unexpected names are rejected too."""
+    unexpected = sorted(set(arrays) - set(specs))
+    if unexpected:
+        raise PayloadError(client_id, task, f"unexpected arrays {unexpected}")
+    if required:
+        missing = sorted(set(specs) - set(arrays))
+        if missing:
+            raise PayloadError(client_id, task, f"missing arrays {missing}")
+    total = payload_bytes({k: v for k, v in arrays.items() if isinstance(v, np.ndarray)})
+    if total > max_bytes:
+        raise PayloadError(client_id, task, f"payload of {total} bytes exceeds {max_bytes}")
+    return {
+        name: validate_array(
+            name, arrays[name], specs[name], context,
+            client_id=client_id, task=task, max_bytes=max_bytes,
+        )
+        for name in specs
+        if name in arrays
+    }
+
+
+def validate_reply(
+    reply: Reply,
+    expected: Mapping[str, ArraySpec],
+    context: Mapping[str, int],
+    *,
+    client_id: int,
+    task: str,
+    max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Reply:
+    """Check a reply from `client_id`: its task, error state, arrays and metrics."""
+    if not isinstance(reply, Reply):
+        raise PayloadError(client_id, task, f"expected a Reply, got {type(reply).__name__}")
+    if reply.task != task:
+        raise PayloadError(client_id, task, f"reply is for task {reply.task!r}")
+    if reply.error is not None:
+        raise PayloadError(client_id, task, f"client reported an error: {reply.error}")
+    validate_arrays(
+        reply.arrays, expected, context, client_id=client_id, task=task, max_bytes=max_bytes
+    )
+    for key, value in reply.metrics.items():
+        if not isinstance(value, int | float) or not math.isfinite(float(value)):
+            raise PayloadError(client_id, task, f"metric {key!r} is not a finite number: {value!r}")
+    return reply
