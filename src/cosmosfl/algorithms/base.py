@@ -1,0 +1,145 @@
+"""What an algorithm is, and the narrow view of the federation it is given.
+
+An algorithm is a server-side procedure. It never sees client data and never imports an engine:
+it talks to clients through `Federation.send` (protocol messages) and asks the engine for the
+few things only the engine can do (timing phases, measuring a server model on clients' test
+splits). Any engine that implements `Federation` can run any algorithm.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from cosmosfl.core import protocol as P
+from cosmosfl.learners.base import Learner
+
+
+class Federation(Protocol):
+    """The engine as an algorithm sees it."""
+
+    @property
+    def client_ids(self) -> list[int]: ...
+
+    @property
+    def num_classes(self) -> int: ...
+
+    @property
+    def public_x(self) -> np.ndarray:
+        """The shared unlabeled public set U (the server holds it too)."""
+        ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def device(self) -> str:
+        """Where server-side models should live ("cpu", "cuda", ...)."""
+        ...
+
+    def send(
+        self,
+        messages: Mapping[int, P.Message],
+        expect: Mapping[str, P.ArraySpec] | None = None,
+    ) -> dict[int, P.Reply]:
+        """Deliver one message per client; return the validated replies of those that answered.
+
+        Clients whose reply fails validation (or who fail) are absent from the result; the
+        engine records why. `expect` overrides the task's default reply specification.
+        """
+        ...
+
+    def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
+        """Measure server-side model `models[i]` on client i's test split.
+
+        A measurement for reporting (the paper reports h_π(i) on client i's test data), not
+        part of the federated protocol: it is not counted as communication.
+        """
+        ...
+
+    def phase(self, name: str) -> AbstractContextManager[None]:
+        """Time (and display) a named phase of the current round."""
+        ...
+
+    def log(self, text: str) -> None: ...
+
+
+@dataclass
+class RoundRecord:
+    """What an algorithm reports for one round.
+
+    `accuracy[model][client] = top1`, with `model` naming the evaluation point (e.g.
+    "cluster_model" for h_π(i), "local" for f^(t,1), "client_model" for f^(t,2)).
+    """
+
+    accuracy: dict[str, dict[int, float]] = field(default_factory=dict)
+    top5: dict[str, dict[int, float]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def add_metrics(self, model: str, metrics: Mapping[int, Mapping[str, float]]) -> None:
+        self.accuracy[model] = {cid: float(m["top1"]) for cid, m in metrics.items()}
+        if any("top5" in m for m in metrics.values()):
+            self.top5[model] = {cid: float(m["top5"]) for cid, m in metrics.items() if "top5" in m}
+
+
+@dataclass(frozen=True)
+class Hyperparameter:
+    """Documentation of one of an algorithm's hyperparameters (for config help and errors)."""
+
+    name: str
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+
+class Algorithm(ABC):
+    """A federated procedure. Subclasses are dataclasses whose fields are their hyperparameters."""
+
+    name: ClassVar[str]
+    # The evaluation point reported as "the" accuracy of this algorithm (last round).
+    primary_model: ClassVar[str] = "client_model"
+    # Model-agnostic algorithms must never send model parameters (audited in tests).
+    model_agnostic: ClassVar[bool] = True
+
+    @abstractmethod
+    def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
+        """Run round `round_num` (1-based) and report its metrics."""
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not callable(getattr(self, f.name))}  # type: ignore[arg-type]
+
+    def get_state(self) -> dict[str, Any]:
+        """Server-side state for checkpoints (cluster models, assignment, ...)."""
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+def evaluate_clients(fed: Federation, client_ids: list[int] | None = None) -> dict[int, dict[str, float]]:
+    """Ask clients to evaluate their own model on their own test split."""
+    ids = fed.client_ids if client_ids is None else client_ids
+    replies = fed.send({cid: P.Message(P.EVALUATE) for cid in ids})
+    return {cid: dict(r.metrics) for cid, r in replies.items()}
+
+
+def derive_seed(*parts: int | str) -> int:
+    """A stable 63-bit seed from a tuple of ints/strings (independent of PYTHONHASHSEED)."""
+    import hashlib
+
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+ServerLearnerFactory = Callable[[tuple[int, ...], int, int], Learner]
+"""Builds a server-side learner from (input shape of one sample, num_classes, seed)."""
+
+
+def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int]]]:
+    """Yield (cluster, sorted member ids) in cluster order."""
+    for k in sorted(set(assignment.values())):
+        yield k, sorted(cid for cid, c in assignment.items() if c == k)

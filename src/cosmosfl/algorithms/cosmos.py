@@ -1,0 +1,244 @@
+"""COSMOS: Clustered Output-based Server Models (paper, section 4).
+
+Round t = 1 is the pre-training and clustering (PTC) phase; rounds t >= 2 are the iterative
+federated fine-tuning (IFFT) phase:
+
+    PTC   (1) clients pre-train f_i on D_i for E0 epochs, send f_i^(1,1)(U)
+          (2) server clusters clients by pseudo-label distance (Algorithm 1, threshold B0)
+          (3) server trains one model h_k per cluster on U: KL(h_k, f̄_k) + λ·r_B
+          (4) clients distill h_π(i)(U) into f_i (KL + λ·r_B, weights w_i(x)) -> f_i^(1,2)
+    IFFT  clients fine-tune on D_i -> f_i^(t,1)(U) -> server fine-tunes h_k on the new f̄_k
+          -> clients distill h_π(i)(U) -> f_i^(t,2)
+
+Only soft labels on U cross the wire; no model parameters ever do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from cosmosfl.algorithms.base import (
+    Algorithm,
+    Federation,
+    RoundRecord,
+    ServerLearnerFactory,
+    derive_seed,
+    evaluate_clients,
+    iter_clusters,
+)
+from cosmosfl.core import protocol as P
+from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
+from cosmosfl.core.clustering import (
+    DISTANCES,
+    assignment_from_clusters,
+    greedy_clustering,
+    pairwise_distances,
+    threshold_for_clusters,
+)
+from cosmosfl.data.augment import Augmentation
+from cosmosfl.learners.base import Learner
+from cosmosfl.learners.torch import TorchLearner
+from cosmosfl.models.registry import build_model
+from cosmosfl.client import CLIENT_WEIGHTS
+
+
+def torch_server_learner(
+    model: str = "cnn",
+    *,
+    width: float = 1.0,
+    batch_size: int = 32,
+    distill_lr: float = 1e-4,
+    augmentation: Augmentation | None = None,
+    device: str = "cpu",
+) -> ServerLearnerFactory:
+    """A factory for server models h_k from the model registry (paper: VGG16, Adam 1e-4)."""
+
+    def factory(sample_shape: tuple[int, ...], num_classes: int, seed: int) -> Learner:
+        channels, size = sample_shape[0], sample_shape[-1]
+        net = build_model(
+            model, in_channels=channels, num_classes=num_classes, image_size=size,
+            width=width, seed=seed,
+        )
+        return TorchLearner(
+            net, num_classes=num_classes, batch_size=batch_size, distill_lr=distill_lr,
+            augmentation=augmentation, device=device, seed=seed,
+        )
+
+    return factory
+
+
+@dataclass
+class Cosmos(Algorithm):
+    """COSMOS with the paper's defaults (PAPER_NOTES.md), except the server model size."""
+
+    name: ClassVar[str] = "cosmos"
+    primary_model: ClassVar[str] = "cluster_model"
+
+    threshold: float | None = None  # B0; exactly one of threshold / target_clusters is set
+    target_clusters: int | None = 5  # search the smallest B0 giving at most this many clusters
+    distance: str = "l1"
+    aggregation: str = "mean"
+    trim_fraction: float = 0.2
+    temperature: float = 1.0
+    lam: float = 5.0  # λ, weight of the consistency regulariser r_B
+    pretrain_epochs: int = 5  # E0
+    local_epochs: int = 5
+    server_epochs: int = 5
+    distill_epochs: int = 5
+    recluster: bool = False
+    client_weights: str = "uniform"  # w_i(x) = 1 (paper) or "label-prior"
+    server_model: str = "cnn"
+    server_width: float = 1.0
+    server_batch_size: int = 32
+    server_lr: float = 1e-4
+    augmentation: Augmentation | None = None
+    server_learner: ServerLearnerFactory | None = None
+
+    # server state
+    assignment: dict[int, int] = field(default_factory=dict, init=False)
+    cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)
+    threshold_used: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if (self.threshold is None) == (self.target_clusters is None):
+            raise ValueError(
+                "COSMOS needs exactly one of threshold (B0) and target_clusters; "
+                f"got threshold={self.threshold}, target_clusters={self.target_clusters}"
+            )
+        if self.threshold is not None and not 0 <= self.threshold:
+            raise ValueError(f"threshold must be >= 0, got {self.threshold}")
+        if self.target_clusters is not None and self.target_clusters < 1:
+            raise ValueError(f"target_clusters must be >= 1, got {self.target_clusters}")
+        _choice("distance", self.distance, DISTANCES)
+        _choice("aggregation", self.aggregation, AGGREGATIONS)
+        _choice("client_weights", self.client_weights, CLIENT_WEIGHTS)
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = hard labels), got {self.temperature}")
+        if self.lam < 0:
+            raise ValueError(f"lam (λ) must be >= 0, got {self.lam}")
+        for name in ("pretrain_epochs", "local_epochs", "server_epochs", "distill_epochs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    # -- the round ---------------------------------------------------------------------------
+    def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
+        record = RoundRecord()
+        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        with fed.phase("local_training"):
+            fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in fed.client_ids})
+        with fed.phase("prediction"):
+            replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC) for cid in fed.client_ids})
+            probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
+        with fed.phase("evaluation"):
+            record.add_metrics("local", evaluate_clients(fed))  # f_i^(t,1)
+        if not probs:
+            raise RuntimeError(f"round {round_num}: no client returned pseudo-labels")
+
+        with fed.phase("clustering"):
+            if round_num == 1 or self.recluster or not self.assignment:
+                self._cluster(probs, fed)
+            self._assign_newcomers(probs)
+
+        with fed.phase("server_distillation"):
+            teachers = self._train_cluster_models(fed, probs)
+        with fed.phase("evaluation"):
+            models = {cid: self.cluster_models[k] for cid, k in self.assignment.items()}
+            record.add_metrics("cluster_model", fed.evaluate_server_models(models))  # h_π(i)
+
+        with fed.phase("client_distillation"):
+            targets = {k: h.predict_proba(fed.public_x) for k, h in self.cluster_models.items()}
+            config = {"epochs": self.distill_epochs, "lam": self.lam,
+                      "client_weights": self.client_weights}
+            fed.send({
+                cid: P.Message(P.DISTILL, config, {"targets": targets[k]})
+                for cid, k in self.assignment.items()
+            })
+        with fed.phase("evaluation"):
+            record.add_metrics("client_model", evaluate_clients(fed))  # f_i^(t,2)
+
+        record.info.update(
+            clusters={int(c): int(k) for c, k in sorted(self.assignment.items())},
+            K=len(self.cluster_models),
+            threshold=self.threshold_used,
+            updated_clusters=sorted(teachers),
+        )
+        return record
+
+    # -- steps -------------------------------------------------------------------------------
+    def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
+        ids = sorted(probs)
+        d = pairwise_distances([probs[c] for c in ids], self.distance)
+        if self.threshold is not None:
+            b0 = float(self.threshold)
+        else:
+            b0 = threshold_for_clusters(d, int(self.target_clusters))  # type: ignore[arg-type]
+        clusters = greedy_clustering(d, b0)
+        pi = assignment_from_clusters(clusters, len(ids))
+        old_assignment, old_models = self.assignment, self.cluster_models
+        self.assignment = {cid: int(pi[i]) for i, cid in enumerate(ids)}
+        self.threshold_used = b0
+        self.cluster_models = {}
+        for k, members in iter_clusters(self.assignment):
+            self.cluster_models[k] = self._new_server_model(fed, k)
+            # Re-clustering: a new cluster inherits the model most of its members came from.
+            previous = [old_assignment[c] for c in members if c in old_assignment]
+            if previous:
+                source = max(sorted(set(previous)), key=previous.count)
+                self.cluster_models[k].set_state(old_models[source].get_state())
+        fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
+
+    def _assign_newcomers(self, probs: dict[int, np.ndarray]) -> None:
+        """A client that missed the clustering joins the cluster whose members' mean labels are nearest."""
+        newcomers = [c for c in probs if c not in self.assignment]
+        if not newcomers or not self.assignment:
+            return
+        centroids = {
+            k: np.mean([probs[c] for c in members if c in probs], axis=0)
+            for k, members in iter_clusters(self.assignment)
+            if any(c in probs for c in members)
+        }
+        for cid in newcomers:
+            dist = {k: pairwise_distances([probs[cid], cen], self.distance)[0, 1]
+                    for k, cen in centroids.items()}
+            self.assignment[cid] = min(sorted(dist), key=dist.__getitem__)
+
+    def _new_server_model(self, fed: Federation, k: int) -> Learner:
+        factory = self.server_learner or torch_server_learner(
+            self.server_model, width=self.server_width, batch_size=self.server_batch_size,
+            distill_lr=self.server_lr, augmentation=self.augmentation, device=fed.device,
+        )
+        return factory(tuple(fed.public_x.shape[1:]), fed.num_classes,
+                       derive_seed(fed.seed, "cosmos-server", k))
+
+    def _train_cluster_models(self, fed: Federation, probs: dict[int, np.ndarray]) -> list[int]:
+        updated = []
+        for k, members in iter_clusters(self.assignment):
+            answered = [probs[c] for c in members if c in probs]
+            if not answered:
+                fed.log(f"cluster {k}: no member answered; its model keeps last round's state")
+                continue
+            teacher = apply_temperature(
+                aggregate(answered, self.aggregation, trim_fraction=self.trim_fraction),
+                self.temperature,
+            )
+            self.cluster_models[k].distill(
+                fed.public_x, teacher, epochs=self.server_epochs, lam=self.lam
+            )
+            updated.append(k)
+        return updated
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "assignment": dict(self.assignment),
+            "threshold_used": self.threshold_used,
+            "cluster_models": {k: h.get_state() for k, h in self.cluster_models.items()},
+        }
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} {value!r} is not supported; allowed: {', '.join(allowed)}")

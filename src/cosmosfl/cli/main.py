@@ -1,0 +1,128 @@
+"""`cosmosfl` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cosmosfl import __version__
+
+EPILOG = """examples:
+  cosmosfl run                                   # COSMOS on scikit-learn digits (default config)
+  cosmosfl run --config configs/cifar10-cpu.yaml --data-dir ../shared/data --out runs/c10
+  cosmosfl run rounds=3 algorithm.lam=1.0 data.num_clients=20
+  cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
+  cosmosfl show-config --config configs/default.yaml
+"""
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
+    p.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="override config values, e.g. rounds=3 algorithm.target_clusters=4")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cosmosfl",
+        description="Model-agnostic personalized federated learning (COSMOS and baselines).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"cosmosfl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one experiment and write a run directory")
+    _add_config_args(run)
+    run.add_argument("--out", "-o", help="run directory (default: runs/<algorithm>-seed<seed>)")
+    run.add_argument("--force", action="store_true", help="overwrite a finished run directory")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+
+    part = sub.add_parser("partition", help="show the per-client label distribution of a config")
+    _add_config_args(part)
+    part.add_argument("--plot", help="also save a PNG of the distribution to this path")
+
+    show = sub.add_parser("show-config", help="print the fully resolved config")
+    _add_config_args(show)
+    return parser
+
+
+def _load(args: argparse.Namespace):
+    from cosmosfl.experiment.config import load_config
+
+    overrides = list(args.overrides)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    return load_config(args.config, overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from cosmosfl.engines.progress import format_kb
+    from cosmosfl.experiment.runner import run_experiment
+
+    cfg = _load(args)
+    out = Path(args.out) if args.out else Path("runs") / f"{cfg.algorithm['name']}-seed{cfg.seed}"
+    result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
+    s = result.summary  # type: ignore[attr-defined]
+    fr = s["final_round"]
+    print(f"\nfinal round {s['rounds']} ({s['algorithm']}, seed {s['seed']}), mean over clients:")
+    for model, acc in fr["mean_accuracy"].items():
+        tag = "  <- reported" if model == s["reported_model"] else ""
+        print(f"  {model:<14} {acc:.4f} ± {fr['sem_over_clients'][model]:.4f} (SEM){tag}")
+    if "clusters" in s:
+        line = f"  clusters: K={s['K']}, B0={s['threshold']:.4f}"
+        if "adjusted_rand_index" in s:
+            line += f", ARI vs true groups {s['adjusted_rand_index']:.3f}"
+        print(line)
+    b = s["bytes_per_client_per_round"]
+    print(f"  communication per client per round: up {format_kb(b['up'])}, down {format_kb(b['down'])}")
+    print(f"  {s['seconds_per_round']:.1f} s per round; run directory: {out}")
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    from cosmosfl.data import label_table, plot_label_distribution
+    from cosmosfl.experiment.runner import build_experiment
+
+    cfg = _load(args)
+    exp = build_experiment(cfg)
+    ds = exp.dataset
+    print(label_table(exp.partition, ds.y_train, ds.num_classes, list(ds.classes)))
+    if args.plot:
+        path = plot_label_distribution(exp.partition, ds.y_train, ds.num_classes, args.plot)
+        print(f"saved {path}")
+    return 0
+
+
+def cmd_show_config(args: argparse.Namespace) -> int:
+    from cosmosfl.experiment.config import dump_config
+
+    print(dump_config(_load(args)), end="")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
+    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.models import UnknownModelError
+
+    args = build_parser().parse_args(argv)
+    handlers = {"run": cmd_run, "partition": cmd_partition, "show-config": cmd_show_config}
+    try:
+        return handlers[args.command](args)
+    except (ConfigError, DatasetNotFoundError, DatasetFormatError, PartitionError,
+            UnknownModelError) as err:
+        print(f"cosmosfl: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cosmosfl: interrupted; finished rounds are in metrics.jsonl", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,240 @@
+"""The in-process simulation engine: every client in memory, deterministic, one machine.
+
+The engine delivers protocol messages to `Client.handle`, validates every reply, counts every
+payload byte per client and direction, times each phase, and collects per-round records. It
+does not know which algorithm it runs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from cosmosfl.algorithms.base import Algorithm
+from cosmosfl.client import Client
+from cosmosfl.core import protocol as P
+from cosmosfl.engines.progress import Reporter, SilentReporter, make_reporter
+from cosmosfl.learners.base import Learner
+from cosmosfl.learners.torch import resolve_device
+
+
+@dataclass
+class SimulationResult:
+    """Per-round records of a finished run, plus convenient views of them."""
+
+    algorithm: str
+    primary_model: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return self.records
+
+    @property
+    def clusters(self) -> dict[int, int] | None:
+        """Cluster assignment π of the last round (None for algorithms without clusters)."""
+        for rec in reversed(self.records):
+            if "clusters" in rec:
+                return {int(c): int(k) for c, k in rec["clusters"].items()}
+        return None
+
+    @property
+    def bytes(self) -> dict[str, list[dict[int, int]]]:
+        """Measured payload bytes per round per client: {"up": [...], "down": [...]}."""
+        return {
+            d: [{int(c): int(b) for c, b in rec[f"bytes_{d}"].items()} for rec in self.records]
+            for d in ("up", "down")
+        }
+
+    def accuracy(self, model: str | None = None, round_num: int = -1) -> dict[int, float]:
+        """Per-client Top-1 of `model` (default: the algorithm's reported model) in a round."""
+        rec = self.records[round_num]
+        return {int(c): a for c, a in rec["accuracy"][model or self.primary_model].items()}
+
+    def mean_accuracy(self, model: str | None = None, round_num: int = -1) -> float:
+        values = list(self.accuracy(model, round_num).values())
+        return float(np.mean(values)) if values else math.nan
+
+
+class SimulationEngine:
+    """Implements the algorithms' `Federation` view over in-memory clients."""
+
+    def __init__(
+        self,
+        clients: Sequence[Client],
+        public_x: np.ndarray,
+        *,
+        seed: int = 0,
+        device: str = "cpu",
+        reporter: Reporter | None = None,
+        max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        if not clients:
+            raise ValueError("a federation needs at least one client")
+        ids = [c.id for c in clients]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"client ids must be unique, got {ids}")
+        classes = {c.num_classes for c in clients}
+        if len(classes) != 1:
+            raise ValueError(f"all clients must predict the same number of classes, got {classes}")
+        public_x = np.asarray(public_x)
+        if len(public_x) == 0:
+            raise ValueError("the public set U is empty")
+        self._clients = {c.id: c for c in sorted(clients, key=lambda c: c.id)}
+        for c in self._clients.values():
+            c.public_x = public_x
+        self._public_x = public_x
+        self._num_classes = classes.pop()
+        self._seed = int(seed)
+        self._device = str(resolve_device(device))
+        self.reporter = reporter or SilentReporter()
+        self.max_payload_bytes = max_payload_bytes
+        self._round = 0
+        self._reset_round()
+
+    # -- Federation --------------------------------------------------------------------------
+    @property
+    def client_ids(self) -> list[int]:
+        return list(self._clients)
+
+    @property
+    def num_classes(self) -> int:
+        return self._num_classes
+
+    @property
+    def public_x(self) -> np.ndarray:
+        return self._public_x
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    def send(
+        self,
+        messages: Mapping[int, P.Message],
+        expect: Mapping[str, P.ArraySpec] | None = None,
+    ) -> dict[int, P.Reply]:
+        replies: dict[int, P.Reply] = {}
+        failures: list[str] = []
+        context = {"n": len(self._public_x), "m": self._num_classes}
+        for cid in sorted(messages):
+            if cid not in self._clients:
+                raise KeyError(f"message addressed to unknown client {cid}")
+            message = messages[cid]
+            self._bytes_down[cid] += P.message_bytes(message)
+            reply = self._clients[cid].handle(message)
+            if isinstance(reply, P.Reply):
+                self._bytes_up[cid] += P.message_bytes(reply)
+            spec = P.REPLY_SPECS[message.task] if expect is None else expect
+            try:
+                replies[cid] = P.validate_reply(
+                    reply, spec, context, client_id=cid, task=message.task,
+                    max_bytes=self.max_payload_bytes,
+                )
+            except P.PayloadError as err:
+                failures.append(str(err))
+                self._rejected.append(
+                    {"client": cid, "task": message.task, "reason": err.reason}
+                )
+                self.reporter.log(f"round {self._round}: {err}")
+        if messages and not replies:
+            raise RuntimeError(
+                f"round {self._round}: every client failed task "
+                f"{next(iter(messages.values())).task!r}; first error: {failures[0]}"
+            )
+        return replies
+
+    def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
+        return {cid: models[cid].evaluate(*self._clients[cid].test) for cid in sorted(models)}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.reporter.phase(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._seconds[name] += time.perf_counter() - start
+
+    def log(self, text: str) -> None:
+        self.reporter.log(f"round {self._round}: {text}")
+
+    # -- running -----------------------------------------------------------------------------
+    def _reset_round(self) -> None:
+        self._bytes_up: dict[int, int] = dict.fromkeys(self._clients, 0)
+        self._bytes_down: dict[int, int] = dict.fromkeys(self._clients, 0)
+        self._seconds: dict[str, float] = defaultdict(float)
+        self._rejected: list[dict[str, Any]] = []
+
+    def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
+        """Run one round of `algorithm` and return its JSON-ready record."""
+        self._round = round_num
+        self._reset_round()
+        self.reporter.round_start(round_num, rounds)
+        start = time.perf_counter()
+        rec = algorithm.run_round(self, round_num)
+        total = time.perf_counter() - start
+        record: dict[str, Any] = {
+            "round": round_num,
+            "algorithm": algorithm.name,
+            "primary_model": algorithm.primary_model,
+            "accuracy": {m: _str_keys(v) for m, v in rec.accuracy.items()},
+            "mean_accuracy": {m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items() if v},
+        }
+        if rec.top5:
+            record["top5"] = {m: _str_keys(v) for m, v in rec.top5.items()}
+            record["mean_top5"] = {m: float(np.mean(list(v.values()))) for m, v in rec.top5.items() if v}
+        for key, value in rec.info.items():
+            record[key] = _str_keys(value) if isinstance(value, dict) else value
+        record["bytes_up"] = _str_keys(self._bytes_up)
+        record["bytes_down"] = _str_keys(self._bytes_down)
+        record["seconds"] = {k: round(v, 4) for k, v in self._seconds.items()}
+        record["seconds"]["total"] = round(total, 4)
+        record["rejected"] = list(self._rejected)
+        self.reporter.round_end(record)
+        return record
+
+    def run(self, algorithm: Algorithm, rounds: int, *, start_round: int = 1) -> SimulationResult:
+        if rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {rounds}")
+        result = SimulationResult(algorithm.name, algorithm.primary_model)
+        with self.reporter.running(rounds):
+            for t in range(start_round, rounds + 1):
+                result.records.append(self.run_round(algorithm, t, rounds))
+        return result
+
+
+def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:
+    return {str(k): v for k, v in d.items()}
+
+
+def simulate(
+    algorithm: Algorithm,
+    clients: Sequence[Client],
+    public_x: np.ndarray,
+    *,
+    rounds: int = 10,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool | Reporter = False,
+) -> SimulationResult:
+    """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
+
+    Same seed, clients and algorithm settings give the same metrics on CPU.
+    """
+    torch.manual_seed(seed)
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    engine = SimulationEngine(clients, public_x, seed=seed, device=device, reporter=reporter)
+    return engine.run(algorithm, rounds)

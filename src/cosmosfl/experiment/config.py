@@ -1,0 +1,266 @@
+"""The experiment config: schema, defaults, validation and `key=value` overrides.
+
+A config is three sections (`data`, `clients`, `algorithm`) plus run settings. Every key is
+checked before any training starts: unknown keys and bad values are rejected with the field,
+the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration mistake (no traceback needed)."""
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "digits"  # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet | path.npz
+    data_dir: str | None = None  # folder of .npz files (or env COSMOSFL_DATA_DIR)
+    download: bool = False  # allow torchvision downloads when the data is not found locally
+    partition: str = "paper"  # paper | dirichlet | pathological | iid
+    num_clients: int = 10
+    num_groups: int = 5  # paper split: disjoint class groups
+    alpha: float = 5.0  # Dirichlet concentration (paper split and plain Dirichlet)
+    mix_fraction: float = 0.1  # paper split: share of each client's samples pooled and dealt back
+    public_fraction: float = 0.2  # |U| as a fraction of the training data (labels withheld)
+    classes_per_client: int = 2  # pathological split
+    test_per_client: int | None = None  # default: len(test) // num_clients
+    max_train: int | None = None  # stratified training subset before partitioning (None = all)
+    max_test: int | None = None  # stratified test subset (None = all)
+
+
+@dataclass
+class ClientsConfig:
+    # Client architectures: {name: fraction} (interleaved across ids) or a list, one per client.
+    # Names: the model registry (mlp, cnn, alexnet, resnet18, mobilenetv2, squeezenet, vgg16)
+    # or scikit-learn estimators (logistic_regression, random_forest).
+    models: dict[str, float] | list[str] = field(default_factory=lambda: {"mlp": 1.0})
+    width: float = 1.0  # channel-width multiplier of torch models
+    batch_size: int = 32
+    lr: float = 1e-3  # Adam on true labels
+    distill_lr: float = 1e-4  # Adam on pseudo-labels
+    eval_batch_size: int = 1024
+    consistency_samples: int = 1  # |S|, neighbours per point in r_B
+
+
+@dataclass
+class ExperimentConfig:
+    seed: int = 1
+    rounds: int = 10
+    device: str = "cpu"  # cpu | cuda | mps | auto
+    threads: int | None = None  # torch CPU threads (None: torch's default; 1 suits tiny models)
+    data: DataConfig = field(default_factory=DataConfig)
+    clients: ClientsConfig = field(default_factory=ClientsConfig)
+    algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is dict:
+        kt, vt = typing.get_args(hint)
+        return isinstance(value, dict) and all(
+            _type_ok(k, kt) and _type_ok(v, vt) for k, v in value.items()
+        )
+    if origin is list:
+        (it,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_type_ok(v, it) for v in value)
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a mapping of keys to values, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; "
+            f"allowed in {where}: {', '.join(names)}"
+        )
+    values = {}
+    for name, value in raw.items():
+        hint = hints[name]
+        if hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not _type_ok(value, hint):
+            raise ConfigError(f"{where}.{name} = {value!r} must be of type {_type_name(hint)}")
+        values[name] = value
+    return cls(**values)
+
+
+def algorithm_options(name: str) -> dict[str, dataclasses.Field]:
+    """The config-settable hyperparameters of an algorithm (its init fields with plain types)."""
+    cls = algorithm_class(name)
+    hints = typing.get_type_hints(cls)
+    settable = {}
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name.startswith("_"):
+            continue
+        if _type_ok_for_config(hints[f.name]):
+            settable[f.name] = f
+    return settable
+
+
+def _type_ok_for_config(hint: Any) -> bool:
+    args = typing.get_args(hint) or (hint,)
+    return all(a in (int, float, str, bool, type(None)) for a in args)
+
+
+def validate_algorithm(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise ConfigError(
+            f"algorithm must be a mapping with a 'name' (one of {', '.join(sorted(ALGORITHMS))})"
+        )
+    name = raw["name"]
+    if name not in ALGORITHMS:
+        raise ConfigError(
+            f"algorithm.name = {name!r} is not known; allowed: {', '.join(sorted(ALGORITHMS))}"
+        )
+    options = algorithm_options(name)
+    hints = typing.get_type_hints(algorithm_class(name))
+    unknown = sorted(set(raw) - set(options) - {"name"})
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join('algorithm.' + k for k in unknown)} for {name}; "
+            f"allowed: {', '.join(sorted(options))}"
+        )
+    out: dict[str, Any] = {"name": name}
+    for key, value in raw.items():
+        if key == "name":
+            continue
+        hint = hints[key]
+        if float in (typing.get_args(hint) or (hint,)) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not _type_ok(value, hint):
+            raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
+        out[key] = value
+    try:  # let the algorithm check value ranges and combinations now, before any training
+        algorithm_class(name)(**{k: v for k, v in out.items() if k != "name"})
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"algorithm ({name}): {err}") from None
+    return out
+
+
+TOP_LEVEL = ("seed", "rounds", "device", "threads", "data", "clients", "algorithm")
+
+
+def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
+    """Validate a plain dict (e.g. parsed YAML) into an ExperimentConfig."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(TOP_LEVEL))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
+    top = _build(
+        ExperimentConfig,
+        {k: v for k, v in raw.items() if k in ("seed", "rounds", "device", "threads")},
+        "config",
+    )
+    top.data = _build(DataConfig, raw.get("data"), "data")
+    top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
+    top.algorithm = validate_algorithm(raw.get("algorithm", {"name": "cosmos"}))
+    _check_ranges(top)
+    return top
+
+
+def _check_ranges(cfg: ExperimentConfig) -> None:
+    def need(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+        if not ok:
+            raise ConfigError(f"{field_name} = {value!r} is not allowed; {allowed}")
+
+    need(cfg.rounds >= 1, "rounds", cfg.rounds, "use an integer >= 1")
+    need(cfg.threads is None or cfg.threads >= 1, "threads", cfg.threads, "use an integer >= 1 or null")
+    need(cfg.device.split(":")[0] in ("cpu", "cuda", "mps", "auto"), "device", cfg.device,
+         "allowed: cpu, cuda, mps, auto")
+    d = cfg.data
+    need(d.num_clients >= 1, "data.num_clients", d.num_clients, "use an integer >= 1")
+    need(d.partition in ("paper", "dirichlet", "pathological", "iid"), "data.partition",
+         d.partition, "allowed: paper, dirichlet, pathological, iid")
+    need(d.max_train is None or d.max_train > 0, "data.max_train", d.max_train, "use > 0 or null")
+    need(d.max_test is None or d.max_test > 0, "data.max_test", d.max_test, "use > 0 or null")
+    c = cfg.clients
+    need(c.width > 0, "clients.width", c.width, "use a number > 0")
+    need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
+    need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
+    need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
+    need(c.consistency_samples >= 1, "clients.consistency_samples", c.consistency_samples,
+         "use an integer >= 1")
+    if isinstance(c.models, list):
+        need(len(c.models) == d.num_clients, "clients.models", c.models,
+             f"a list needs exactly data.num_clients = {d.num_clients} names")
+    else:
+        need(bool(c.models) and all(v > 0 for v in c.models.values()), "clients.models",
+             c.models, "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (["a", "b"], parsed YAML value)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key=value (e.g. rounds=3, algorithm.lam=1)")
+    key, _, value = text.partition("=")
+    path = [p for p in key.strip().split(".") if p]
+    if not path:
+        raise ConfigError(f"override {text!r} has an empty key")
+    return path, yaml.safe_load(value) if value.strip() else None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    out = yaml.safe_load(yaml.safe_dump(raw)) or {}  # deep copy of plain data
+    for text in overrides:
+        path, value = parse_override(text)
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {text!r}: {part} is not a section")
+        node[path[-1]] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read a YAML config (or start from the defaults), apply overrides, validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from None
+    return config_from_dict(apply_overrides(raw, overrides or []))
+
+
+def dump_config(cfg: ExperimentConfig) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

@@ -1,0 +1,245 @@
+"""From a config to a finished run: data, partition, client models, algorithm, engine, run dir."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cosmosfl.algorithms.base import Algorithm, derive_seed
+from cosmosfl.algorithms.registry import algorithm_class
+from cosmosfl.client import Client
+from cosmosfl.data import (
+    ImageDataset,
+    Partition,
+    channel_stats,
+    default_augmentation,
+    load_dataset,
+    make_partition,
+    prepare_images,
+    subsample,
+)
+from cosmosfl.engines.progress import Reporter, make_reporter
+from cosmosfl.engines.simulation import SimulationEngine, SimulationResult
+from cosmosfl.experiment.config import ConfigError, ExperimentConfig
+from cosmosfl.experiment.rundir import RunDirectory
+from cosmosfl.learners.base import Learner
+from cosmosfl.learners.sklearn import SklearnLearner
+from cosmosfl.learners.torch import TorchLearner
+from cosmosfl.models.registry import build_model, model_names
+
+SKLEARN_MODELS = ("logistic_regression", "random_forest")
+
+
+@dataclass
+class Experiment:
+    """Everything a run needs, built from a config (and inspectable before running)."""
+
+    config: ExperimentConfig
+    dataset: ImageDataset
+    partition: Partition
+    clients: list[Client]
+    public_x: np.ndarray
+    algorithm: Algorithm
+    client_models: list[str]
+
+
+def client_model_names(models: dict[str, float] | list[str], num_clients: int) -> list[str]:
+    """One architecture name per client id.
+
+    A mix {name: fraction} becomes counts by largest remainder, then the names are spread
+    evenly over the ids (not in blocks), so that consecutive ids — which share a class group
+    in the paper split — get different architectures and group is not confounded with model.
+    """
+    if isinstance(models, list):
+        return list(models)
+    names = list(models)
+    weights = np.array([models[n] for n in names], dtype=np.float64)
+    exact = weights / weights.sum() * num_clients
+    counts = np.floor(exact).astype(int)
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[: num_clients - counts.sum()]] += 1
+    slots = [((j + 0.5) / c, i) for i, c in enumerate(counts) for j in range(c)]
+    return [names[i] for _, i in sorted(slots)]
+
+
+def make_learner(
+    name: str, cfg: ExperimentConfig, dataset: ImageDataset, seed: int, num_classes: int
+) -> Learner:
+    c = cfg.clients
+    if name == "logistic_regression":
+        from sklearn.linear_model import LogisticRegression
+
+        return SklearnLearner(LogisticRegression(max_iter=300), num_classes=num_classes)
+    if name == "random_forest":
+        from sklearn.ensemble import RandomForestClassifier
+
+        return SklearnLearner(
+            RandomForestClassifier(n_estimators=100, random_state=seed % 2**31, n_jobs=1),
+            num_classes=num_classes,
+        )
+    channels, size = dataset.image_shape[0], dataset.image_shape[1]
+    net = build_model(
+        name, in_channels=channels, num_classes=num_classes, image_size=size,
+        width=c.width, seed=seed,
+    )
+    return TorchLearner(
+        net, num_classes=num_classes, lr=c.lr, distill_lr=c.distill_lr,
+        batch_size=c.batch_size, eval_batch_size=c.eval_batch_size,
+        augmentation=default_augmentation(dataset.natural),
+        consistency_samples=c.consistency_samples, device=cfg.device, seed=seed,
+    )
+
+
+def _check_model_names(names: list[str]) -> None:
+    allowed = set(model_names()) | set(SKLEARN_MODELS)
+    bad = sorted(set(names) - allowed)
+    if bad:
+        raise ConfigError(
+            f"clients.models: unknown model(s) {', '.join(bad)}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def build_experiment(cfg: ExperimentConfig) -> Experiment:
+    """Load data, partition it, and build clients and the algorithm, all seeded from cfg.seed."""
+    d = cfg.data
+    names = client_model_names(cfg.clients.models, d.num_clients)
+    _check_model_names(names)
+    dataset = load_dataset(d.dataset, d.data_dir, download=d.download)
+    dataset = subsample(dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32)
+    options: dict[str, Any] = {"public_fraction": d.public_fraction, "test_per_client": d.test_per_client}
+    if d.partition == "paper":
+        options.update(num_groups=d.num_groups, alpha=d.alpha, mix_fraction=d.mix_fraction)
+    elif d.partition == "dirichlet":
+        options.update(alpha=d.alpha)
+    elif d.partition == "pathological":
+        options.update(classes_per_client=d.classes_per_client)
+    part = make_partition(
+        d.partition, dataset.y_train, dataset.y_test, d.num_clients,
+        seed=derive_seed(cfg.seed, "partition") % 2**32, **options,
+    )
+    mean, std = channel_stats(dataset.x_train[np.concatenate(part.client_train)])
+    x_train = prepare_images(dataset.x_train, mean, std)
+    x_test = prepare_images(dataset.x_test, mean, std)
+    m = dataset.num_classes
+    clients = []
+    for cid in range(d.num_clients):
+        tr, te = part.client_train[cid], part.client_test[cid]
+        learner = make_learner(names[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
+        clients.append(Client(cid, learner, (x_train[tr], dataset.y_train[tr]),
+                              (x_test[te], dataset.y_test[te])))
+    options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
+    cls = algorithm_class(cfg.algorithm["name"])
+    if "augmentation" in {f for f in getattr(cls, "__dataclass_fields__", {})}:
+        options["augmentation"] = default_augmentation(dataset.natural)
+    algorithm = cls(**options)
+    return Experiment(cfg, dataset, part, clients, x_train[part.public], algorithm, names)
+
+
+def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> dict[str, Any]:
+    """How the clusters found compare with the true class groups (paper split only)."""
+    if groups is None or not clusters:
+        return {}
+    from sklearn.metrics import adjusted_rand_score
+
+    ids = sorted(clusters)
+    found = [clusters[i] for i in ids]
+    truth = [int(groups[i]) for i in ids]
+    return {
+        "true_groups": {str(i): t for i, t in zip(ids, truth, strict=True)},
+        "adjusted_rand_index": float(adjusted_rand_score(truth, found)),
+        "recovers_groups_exactly": bool(adjusted_rand_score(truth, found) == 1.0),
+    }
+
+
+def run_experiment(
+    cfg: ExperimentConfig,
+    out: str | Path | None = None,
+    *,
+    progress: bool | Reporter = True,
+    force: bool = False,
+) -> SimulationResult:
+    """Run a config end to end; with `out`, write the run directory as rounds complete."""
+    run_dir = RunDirectory(Path(out)) if out is not None else None
+    if run_dir is not None and run_dir.finished and not force:
+        run_dir.prepare(cfg, force=False)  # raises the "already finished" error before any work
+    start = time.perf_counter()
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    exp = build_experiment(cfg)  # everything is validated before the run directory is touched
+    if run_dir is not None:
+        run_dir.prepare(cfg, force=force)
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    reporter.log(
+        f"{cfg.algorithm['name']} on {exp.dataset.name}: {len(exp.clients)} clients "
+        f"({', '.join(sorted(set(exp.client_models)))}), |U| = {len(exp.public_x)}, "
+        f"{cfg.rounds} rounds, seed {cfg.seed}"
+    )
+    torch.manual_seed(cfg.seed)
+    engine = SimulationEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device,
+                              reporter=reporter)
+    result = SimulationResult(exp.algorithm.name, exp.algorithm.primary_model)
+    with reporter.running(cfg.rounds):
+        for t in range(1, cfg.rounds + 1):
+            record = engine.run_round(exp.algorithm, t, cfg.rounds)
+            result.records.append(record)
+            if run_dir is not None:
+                run_dir.append_record(record)
+    summary = summarize(result, exp, time.perf_counter() - start)
+    if run_dir is not None:
+        run_dir.finish(summary)
+    result.summary = summary  # type: ignore[attr-defined]
+    return result
+
+
+def summarize(result: SimulationResult, exp: Experiment, wall_seconds: float) -> dict[str, Any]:
+    """Final-round results (the reported numbers), with the best round beside them, labelled."""
+    last = result.records[-1]
+    models = list(last["mean_accuracy"])
+    best = {
+        m: max(
+            ((r["round"], r["mean_accuracy"][m]) for r in result.records if m in r["mean_accuracy"]),
+            key=lambda t: t[1],
+        )
+        for m in models
+    }
+    per_round_up = [np.mean(list(r["bytes_up"].values())) for r in result.records]
+    per_round_down = [np.mean(list(r["bytes_down"].values())) for r in result.records]
+    summary: dict[str, Any] = {
+        "algorithm": result.algorithm,
+        "reported_model": result.primary_model,
+        "seed": exp.config.seed,
+        "rounds": len(result.records),
+        "dataset": exp.dataset.name,
+        "num_clients": len(exp.clients),
+        "client_models": {str(i): n for i, n in enumerate(exp.client_models)},
+        "public_size": len(exp.public_x),
+        "final_round": {
+            "mean_accuracy": last["mean_accuracy"],
+            "sem_over_clients": {
+                m: float(np.std(list(v.values()), ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
+                for m, v in last["accuracy"].items()
+            },
+            "accuracy": last["accuracy"],
+        },
+        "best_round_NOT_the_result": {m: {"round": r, "mean_accuracy": a} for m, (r, a) in best.items()},
+        "bytes_per_client_per_round": {
+            "up": float(np.mean(per_round_up)),
+            "down": float(np.mean(per_round_down)),
+        },
+        "seconds_per_round": float(np.mean([r["seconds"]["total"] for r in result.records])),
+        "wall_seconds": round(wall_seconds, 2),
+    }
+    if "mean_top5" in last:
+        summary["final_round"]["mean_top5"] = last["mean_top5"]
+    if result.clusters is not None:
+        summary["clusters"] = {str(c): k for c, k in result.clusters.items()}
+        summary["K"] = last.get("K")
+        summary["threshold"] = last.get("threshold")
+        summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
+    return summary

@@ -1,0 +1,207 @@
+"""TorchLearner: any `nn.Module` that maps inputs to class logits, behind the Learner contract."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cosmosfl.core.distill import consistency_loss, kl_to_targets
+from cosmosfl.data.augment import Augmentation
+from cosmosfl.learners.base import Learner
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """'auto' picks CUDA, then MPS, then CPU; an unavailable explicit choice is a clear error."""
+    name = str(device)
+    base = name.split(":")[0]
+    if base not in DEVICES:
+        raise ValueError(f"device {name!r} is not supported; allowed: {', '.join(DEVICES)}")
+    if base == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if base == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but no CUDA device is available; use 'cpu'")
+    if base == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was requested but MPS is not available; use 'cpu'")
+    return torch.device(name)
+
+
+class TorchLearner(Learner):
+    """Trains a PyTorch classifier with the paper's recipe (PAPER_NOTES defaults).
+
+    A fresh Adam optimizer per call (lr 1e-3 on true labels, 1e-4 on pseudo-labels), no weight
+    decay, gradient-norm clipping on distillation steps, data reshuffled every epoch, inference
+    in large batches without augmentation. Randomness (shuffling, augmentation, dropout) comes
+    from the learner's own seed, so results do not depend on the order clients are served in.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        num_classes: int | None = None,
+        lr: float = 1e-3,
+        distill_lr: float = 1e-4,
+        batch_size: int = 32,
+        eval_batch_size: int = 1024,
+        clip_norm: float | None = 1.0,
+        augmentation: Augmentation | None = None,
+        consistency_samples: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> None:
+        for name, value in (("lr", lr), ("distill_lr", distill_lr)):
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+            if int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if consistency_samples < 1:
+            raise ValueError(f"consistency_samples (|S|) must be >= 1, got {consistency_samples}")
+        self.device = resolve_device(device)
+        self.model = model.to(self.device)
+        self.num_classes = int(num_classes) if num_classes is not None else _infer_classes(model)
+        self.lr = lr
+        self.distill_lr = distill_lr
+        self.batch_size = int(batch_size)
+        self.eval_batch_size = int(eval_batch_size)
+        self.clip_norm = clip_norm
+        self.augmentation = augmentation if augmentation is not None else Augmentation()
+        self.consistency_samples = int(consistency_samples)
+        self.seed = int(seed)
+        self._generator = torch.Generator().manual_seed(self.seed)
+        self._skip_single = _has_batchnorm(model)  # BatchNorm cannot train on one sample
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _tensor(self, a: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(a)).to(self.device, dtype)
+
+    def _batches(self, n: int, epochs: int) -> Iterator[torch.Tensor]:
+        for _ in range(int(epochs)):
+            order = torch.randperm(n, generator=self._generator)
+            yield from order.split(self.batch_size)
+
+    def _run(self, step: Callable[[], dict[str, float]]) -> dict[str, float]:
+        # Dropout and other global-RNG users draw from a stream derived from this learner's own
+        # generator, so a call's randomness depends only on the learner's seed and history.
+        seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return step()
+
+    # -- the contract ------------------------------------------------------------------------
+    def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
+        xs, ys = self._tensor(x), self._tensor(y, torch.long)
+        if len(xs) != len(ys):
+            raise ValueError(f"x has {len(xs)} samples but y has {len(ys)}")
+
+        def step() -> dict[str, float]:
+            self.model.train()
+            opt = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+            total, count = 0.0, 0
+            for idx in self._batches(len(xs), epochs):
+                if len(idx) < 2 and self._skip_single:
+                    continue
+                loss = F.cross_entropy(self.model(xs[idx]), ys[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(idx)
+                count += len(idx)
+            return {"loss": total / max(count, 1)}
+
+        return self._run(step)
+
+    @torch.no_grad()
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        self.model.eval()
+        xs = torch.as_tensor(np.asarray(x))
+        out = [
+            F.softmax(self.model(chunk.to(self.device, torch.float32)).float(), dim=1).cpu()
+            for chunk in xs.split(self.eval_batch_size)
+        ]
+        return torch.cat(out).numpy().astype(np.float32)
+
+    def distill(
+        self,
+        x: np.ndarray,
+        targets: np.ndarray,
+        weights: np.ndarray | None = None,
+        *,
+        epochs: int = 1,
+        lam: float = 0.0,
+    ) -> dict[str, float]:
+        xs, ts = self._tensor(x), self._tensor(targets)
+        ws = None if weights is None else self._tensor(weights)
+        if len(xs) != len(ts):
+            raise ValueError(f"x has {len(xs)} samples but targets has {len(ts)}")
+
+        def step() -> dict[str, float]:
+            self.model.train()
+            opt = torch.optim.Adam(self.model.parameters(), lr=self.distill_lr)
+            total, total_reg, count = 0.0, 0.0, 0
+            for idx in self._batches(len(xs), epochs):
+                if len(idx) < 2 and self._skip_single:
+                    continue
+                xb, wb = xs[idx], None if ws is None else ws[idx]
+                if lam > 0:
+                    # One forward over the clean batch and its |S| sampled neighbours.
+                    neighbours = [
+                        self.augmentation(xb, self._generator)
+                        for _ in range(self.consistency_samples)
+                    ]
+                    logits = self.model(torch.cat([xb, *neighbours]))
+                    clean, rest = logits[: len(xb)], logits[len(xb) :]
+                    main = kl_to_targets(clean, ts[idx], wb)
+                    reg = sum(
+                        consistency_loss(part, clean, wb) for part in rest.split(len(xb))
+                    )
+                    loss = main + lam * reg
+                    total_reg += float(reg.item()) * len(idx)
+                else:
+                    main = kl_to_targets(self.model(xb), ts[idx], wb)
+                    loss = main
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if self.clip_norm is not None:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+                opt.step()
+                total += main.item() * len(idx)
+                count += len(idx)
+            return {"kl": total / max(count, 1), "consistency": total_reg / max(count, 1)}
+
+        return self._run(step)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "model": copy.deepcopy(self.model.state_dict()),
+            "generator": self._generator.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self._generator.set_state(state["generator"])
+
+
+def _has_batchnorm(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def _infer_classes(model: nn.Module) -> int:
+    last = [m for m in model.modules() if isinstance(m, nn.Linear | nn.Conv2d)]
+    if not last:
+        raise ValueError("cannot infer num_classes from the model; pass num_classes=")
+    layer = last[-1]
+    return int(layer.out_features if isinstance(layer, nn.Linear) else layer.out_channels)
