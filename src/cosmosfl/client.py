@@ -25,7 +25,9 @@ def _check_xy(name: str, data: tuple[np.ndarray, np.ndarray], client_id: int) ->
         raise ValueError(f"client {client_id}: {name} has {len(x)} inputs but {len(y)} labels")
 
 
-def label_prior_weights(train_labels: np.ndarray, targets: np.ndarray, num_classes: int) -> np.ndarray:
+def label_prior_weights(
+    train_labels: np.ndarray, targets: np.ndarray, num_classes: int
+) -> np.ndarray:
     """Importance weights w_i(x) = π_i(ŷ(x)) / π̂_U(ŷ(x)), normalised to mean 1.
 
     π_i is the client's own label histogram, ŷ the teacher's predicted class and π̂_U the
@@ -94,8 +96,12 @@ class Client:
         public = self._public()
         context = {"n": len(public), "m": self.num_classes}
         arrays = P.validate_arrays(
-            message.arrays, P.REQUEST_SPECS[P.DISTILL], context,
-            client_id=None, task=P.DISTILL, required=False,
+            message.arrays,
+            P.REQUEST_SPECS[P.DISTILL],
+            context,
+            client_id=None,
+            task=P.DISTILL,
+            required=False,
         )
         if "targets" not in arrays:
             raise ValueError("distill request carries no 'targets'")
@@ -107,7 +113,9 @@ class Client:
             prior = label_prior_weights(self.train[1], targets, self.num_classes)
             weights = prior if weights is None else weights * prior
         return self.learner.distill(
-            public, targets, weights,
+            public,
+            targets,
+            weights,
             epochs=int(message.config.get("epochs", 1)),
             lam=float(message.config.get("lam", 0.0)),
         )

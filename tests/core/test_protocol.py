@@ -57,8 +57,9 @@ def test_not_an_array_empty_and_oversized():
         check([[1.0, 0, 0]] * 4)
     empty_ctx = {"n": 0, "m": 3}
     with pytest.raises(P.PayloadError, match="empty"):
-        P.validate_array("p", np.zeros((0, 3), np.float32), P.PROBS, empty_ctx,
-                         client_id=1, task="t")
+        P.validate_array(
+            "p", np.zeros((0, 3), np.float32), P.PROBS, empty_ctx, client_id=1, task="t"
+        )
     with pytest.raises(P.PayloadError, match="exceeds"):
         P.validate_array("p", probs(), P.PROBS, CTX, client_id=1, task="t", max_bytes=10)
 
@@ -74,22 +75,37 @@ def test_labels_spec():
 
 def test_validate_reply_checks_task_error_arrays_and_metrics():
     ok = P.Reply(P.PREDICT_PUBLIC, arrays={"probs": probs()})
-    assert P.validate_reply(ok, P.REPLY_SPECS[P.PREDICT_PUBLIC], CTX, client_id=1,
-                            task=P.PREDICT_PUBLIC) is ok
+    assert (
+        P.validate_reply(
+            ok, P.REPLY_SPECS[P.PREDICT_PUBLIC], CTX, client_id=1, task=P.PREDICT_PUBLIC
+        )
+        is ok
+    )
     spec = P.REPLY_SPECS[P.PREDICT_PUBLIC]
     with pytest.raises(P.PayloadError, match="missing"):
         P.validate_reply(P.Reply(P.PREDICT_PUBLIC), spec, CTX, client_id=1, task=P.PREDICT_PUBLIC)
     with pytest.raises(P.PayloadError, match="unexpected"):
-        P.validate_reply(P.Reply(P.PREDICT_PUBLIC, arrays={"probs": probs(), "w": probs()}),
-                         spec, CTX, client_id=1, task=P.PREDICT_PUBLIC)
+        P.validate_reply(
+            P.Reply(P.PREDICT_PUBLIC, arrays={"probs": probs(), "w": probs()}),
+            spec,
+            CTX,
+            client_id=1,
+            task=P.PREDICT_PUBLIC,
+        )
     with pytest.raises(P.PayloadError, match="reported an error: boom"):
-        P.validate_reply(P.Reply(P.PREDICT_PUBLIC, error="boom"), spec, CTX, client_id=1,
-                         task=P.PREDICT_PUBLIC)
+        P.validate_reply(
+            P.Reply(P.PREDICT_PUBLIC, error="boom"), spec, CTX, client_id=1, task=P.PREDICT_PUBLIC
+        )
     with pytest.raises(P.PayloadError, match="for task"):
         P.validate_reply(P.Reply(P.DISTILL), {}, CTX, client_id=1, task=P.PREDICT_PUBLIC)
     with pytest.raises(P.PayloadError, match="metric"):
-        P.validate_reply(P.Reply(P.EVALUATE, metrics={"top1": float("nan")}), {}, CTX,
-                         client_id=1, task=P.EVALUATE)
+        P.validate_reply(
+            P.Reply(P.EVALUATE, metrics={"top1": float("nan")}),
+            {},
+            CTX,
+            client_id=1,
+            task=P.EVALUATE,
+        )
 
 
 def test_byte_accounting_counts_array_payload():

@@ -110,17 +110,23 @@ class Algorithm(ABC):
         """Run round `round_num` (1-based) and report its metrics."""
 
     def hyperparameters(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if not callable(getattr(self, f.name))}  # type: ignore[arg-type]
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if not callable(getattr(self, f.name))
+        }  # type: ignore[arg-type]
 
     def get_state(self) -> dict[str, Any]:
         """Server-side state for checkpoints (cluster models, assignment, ...)."""
         return {}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        pass
+    def set_state(self, state: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Restore what `get_state` returned."""
 
 
-def evaluate_clients(fed: Federation, client_ids: list[int] | None = None) -> dict[int, dict[str, float]]:
+def evaluate_clients(
+    fed: Federation, client_ids: list[int] | None = None
+) -> dict[int, dict[str, float]]:
     """Ask clients to evaluate their own model on their own test split."""
     ids = fed.client_ids if client_ids is None else client_ids
     replies = fed.send({cid: P.Message(P.EVALUATE) for cid in ids})

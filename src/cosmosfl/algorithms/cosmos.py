@@ -16,7 +16,7 @@ Only soft labels on U cross the wire; no model parameters ever do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from cosmosfl.algorithms.base import (
     evaluate_clients,
     iter_clusters,
 )
+from cosmosfl.client import CLIENT_WEIGHTS
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
 from cosmosfl.core.clustering import (
@@ -42,7 +43,6 @@ from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import build_model
-from cosmosfl.client import CLIENT_WEIGHTS
 
 
 def torch_server_learner(
@@ -59,12 +59,21 @@ def torch_server_learner(
     def factory(sample_shape: tuple[int, ...], num_classes: int, seed: int) -> Learner:
         channels, size = sample_shape[0], sample_shape[-1]
         net = build_model(
-            model, in_channels=channels, num_classes=num_classes, image_size=size,
-            width=width, seed=seed,
+            model,
+            in_channels=channels,
+            num_classes=num_classes,
+            image_size=size,
+            width=width,
+            seed=seed,
         )
         return TorchLearner(
-            net, num_classes=num_classes, batch_size=batch_size, distill_lr=distill_lr,
-            augmentation=augmentation, device=device, seed=seed,
+            net,
+            num_classes=num_classes,
+            batch_size=batch_size,
+            distill_lr=distill_lr,
+            augmentation=augmentation,
+            device=device,
+            seed=seed,
         )
 
     return factory
@@ -108,7 +117,7 @@ class Cosmos(Algorithm):
                 "COSMOS needs exactly one of threshold (B0) and target_clusters; "
                 f"got threshold={self.threshold}, target_clusters={self.target_clusters}"
             )
-        if self.threshold is not None and not 0 <= self.threshold:
+        if self.threshold is not None and not self.threshold >= 0:
             raise ValueError(f"threshold must be >= 0, got {self.threshold}")
         if self.target_clusters is not None and self.target_clusters < 1:
             raise ValueError(f"target_clusters must be >= 1, got {self.target_clusters}")
@@ -150,12 +159,17 @@ class Cosmos(Algorithm):
 
         with fed.phase("client_distillation"):
             targets = {k: h.predict_proba(fed.public_x) for k, h in self.cluster_models.items()}
-            config = {"epochs": self.distill_epochs, "lam": self.lam,
-                      "client_weights": self.client_weights}
-            fed.send({
-                cid: P.Message(P.DISTILL, config, {"targets": targets[k]})
-                for cid, k in self.assignment.items()
-            })
+            config = {
+                "epochs": self.distill_epochs,
+                "lam": self.lam,
+                "client_weights": self.client_weights,
+            }
+            fed.send(
+                {
+                    cid: P.Message(P.DISTILL, config, {"targets": targets[k]})
+                    for cid, k in self.assignment.items()
+                }
+            )
         with fed.phase("evaluation"):
             record.add_metrics("client_model", evaluate_clients(fed))  # f_i^(t,2)
 
@@ -191,7 +205,7 @@ class Cosmos(Algorithm):
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
 
     def _assign_newcomers(self, probs: dict[int, np.ndarray]) -> None:
-        """A client that missed the clustering joins the cluster whose members' mean labels are nearest."""
+        """A client that missed the clustering joins the cluster with the nearest mean labels."""
         newcomers = [c for c in probs if c not in self.assignment]
         if not newcomers or not self.assignment:
             return
@@ -201,17 +215,26 @@ class Cosmos(Algorithm):
             if any(c in probs for c in members)
         }
         for cid in newcomers:
-            dist = {k: pairwise_distances([probs[cid], cen], self.distance)[0, 1]
-                    for k, cen in centroids.items()}
+            dist = {
+                k: pairwise_distances([probs[cid], cen], self.distance)[0, 1]
+                for k, cen in centroids.items()
+            }
             self.assignment[cid] = min(sorted(dist), key=dist.__getitem__)
 
     def _new_server_model(self, fed: Federation, k: int) -> Learner:
         factory = self.server_learner or torch_server_learner(
-            self.server_model, width=self.server_width, batch_size=self.server_batch_size,
-            distill_lr=self.server_lr, augmentation=self.augmentation, device=fed.device,
+            self.server_model,
+            width=self.server_width,
+            batch_size=self.server_batch_size,
+            distill_lr=self.server_lr,
+            augmentation=self.augmentation,
+            device=fed.device,
         )
-        return factory(tuple(fed.public_x.shape[1:]), fed.num_classes,
-                       derive_seed(fed.seed, "cosmos-server", k))
+        return factory(
+            tuple(fed.public_x.shape[1:]),
+            fed.num_classes,
+            derive_seed(fed.seed, "cosmos-server", k),
+        )
 
     def _train_cluster_models(self, fed: Federation, probs: dict[int, np.ndarray]) -> list[int]:
         updated = []
@@ -229,14 +252,6 @@ class Cosmos(Algorithm):
             )
             updated.append(k)
         return updated
-
-    # -- checkpoints -------------------------------------------------------------------------
-    def get_state(self) -> dict[str, Any]:
-        return {
-            "assignment": dict(self.assignment),
-            "threshold_used": self.threshold_used,
-            "cluster_models": {k: h.get_state() for k, h in self.cluster_models.items()},
-        }
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

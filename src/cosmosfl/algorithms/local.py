@@ -1,4 +1,4 @@
-"""`local`: every client trains alone on its private data — the reference point of every comparison."""
+"""`local`: every client trains alone on its private data — the reference for comparisons."""
 
 from __future__ import annotations
 

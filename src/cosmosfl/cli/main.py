@@ -20,8 +20,12 @@ EPILOG = """examples:
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
     p.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="override config values, e.g. rounds=3 algorithm.target_clusters=4")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override config values, e.g. rounds=3 algorithm.target_clusters=4",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +81,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             line += f", ARI vs true groups {s['adjusted_rand_index']:.3f}"
         print(line)
     b = s["bytes_per_client_per_round"]
-    print(f"  communication per client per round: up {format_kb(b['up'])}, down {format_kb(b['down'])}")
+    print(
+        f"  communication per client per round: up {format_kb(b['up'])}, "
+        f"down {format_kb(b['down'])}"
+    )
     print(f"  {s['seconds_per_round']:.1f} s per round; run directory: {out}")
     return 0
 
@@ -112,8 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": cmd_run, "partition": cmd_partition, "show-config": cmd_show_config}
     try:
         return handlers[args.command](args)
-    except (ConfigError, DatasetNotFoundError, DatasetFormatError, PartitionError,
-            UnknownModelError) as err:
+    except (
+        ConfigError,
+        DatasetNotFoundError,
+        DatasetFormatError,
+        PartitionError,
+        UnknownModelError,
+    ) as err:
         print(f"cosmosfl: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,1 +1,1 @@
-"""Core building blocks shared by every algorithm: protocol, clustering, aggregation, distillation."""
+"""Building blocks shared by every algorithm: protocol, clustering, aggregation, distillation."""

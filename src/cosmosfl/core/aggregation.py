@@ -26,7 +26,9 @@ def aggregate(
     entry, drop the `trim_fraction` highest and lowest values, average the rest, renormalise.
     """
     if rule not in AGGREGATIONS:
-        raise ValueError(f"aggregation {rule!r} is not supported; allowed: {', '.join(AGGREGATIONS)}")
+        raise ValueError(
+            f"aggregation {rule!r} is not supported; allowed: {', '.join(AGGREGATIONS)}"
+        )
     if len(probs) == 0:
         raise ValueError("cannot aggregate an empty list of pseudo-labels")
     stack = np.stack([np.asarray(p, dtype=np.float64) for p in probs])  # (K, n, M)
@@ -49,7 +51,7 @@ def aggregate(
 
 
 def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
-    """Sharpen or soften targets: p^(1/T) renormalised; T = 0 gives one-hot argmax; T = 1 is identity."""
+    """Sharpen or soften targets: p^(1/T) renormalised; T = 0 gives one-hot argmax."""
     if not np.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
     p = np.asarray(probs, dtype=np.float64)

@@ -168,7 +168,9 @@ def validate_array(
         sums = values.sum(axis=-1)
         worst = float(np.abs(sums - 1.0).max())
         if worst > SIMPLEX_ATOL:
-            raise fail(f"rows must sum to 1 (worst row sums to {1.0 + worst:.4g} or off by {worst:.3g})")
+            raise fail(
+                f"rows must sum to 1 (worst row sums to {1.0 + worst:.4g} or off by {worst:.3g})"
+            )
     return array
 
 
@@ -195,8 +197,13 @@ def validate_arrays(
         raise PayloadError(client_id, task, f"payload of {total} bytes exceeds {max_bytes}")
     return {
         name: validate_array(
-            name, arrays[name], specs[name], context,
-            client_id=client_id, task=task, max_bytes=max_bytes,
+            name,
+            arrays[name],
+            specs[name],
+            context,
+            client_id=client_id,
+            task=task,
+            max_bytes=max_bytes,
         )
         for name in specs
         if name in arrays

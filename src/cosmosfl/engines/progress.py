@@ -99,7 +99,9 @@ class ConsoleReporter(Reporter):
 
     def _describe(self, what: str) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, description=f"round {self._round}/{self._rounds}: {what}")
+            self._progress.update(
+                self._task, description=f"round {self._round}/{self._rounds}: {what}"
+            )
 
     def round_end(self, record: dict[str, Any]) -> None:
         if self._progress is not None:

@@ -140,14 +140,16 @@ class SimulationEngine:
             spec = P.REPLY_SPECS[message.task] if expect is None else expect
             try:
                 replies[cid] = P.validate_reply(
-                    reply, spec, context, client_id=cid, task=message.task,
+                    reply,
+                    spec,
+                    context,
+                    client_id=cid,
+                    task=message.task,
                     max_bytes=self.max_payload_bytes,
                 )
             except P.PayloadError as err:
                 failures.append(str(err))
-                self._rejected.append(
-                    {"client": cid, "task": message.task, "reason": err.reason}
-                )
+                self._rejected.append({"client": cid, "task": message.task, "reason": err.reason})
                 self.reporter.log(f"round {self._round}: {err}")
         if messages and not replies:
             raise RuntimeError(
@@ -191,11 +193,15 @@ class SimulationEngine:
             "algorithm": algorithm.name,
             "primary_model": algorithm.primary_model,
             "accuracy": {m: _str_keys(v) for m, v in rec.accuracy.items()},
-            "mean_accuracy": {m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items() if v},
+            "mean_accuracy": {
+                m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items() if v
+            },
         }
         if rec.top5:
             record["top5"] = {m: _str_keys(v) for m, v in rec.top5.items()}
-            record["mean_top5"] = {m: float(np.mean(list(v.values()))) for m, v in rec.top5.items() if v}
+            record["mean_top5"] = {
+                m: float(np.mean(list(v.values()))) for m, v in rec.top5.items() if v
+            }
         for key, value in rec.info.items():
             record[key] = _str_keys(value) if isinstance(value, dict) else value
         record["bytes_up"] = _str_keys(self._bytes_up)

@@ -25,7 +25,9 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    dataset: str = "digits"  # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet | path.npz
+    # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet
+    # or a path to an .npz file
+    dataset: str = "digits"
     data_dir: str | None = None  # folder of .npz files (or env COSMOSFL_DATA_DIR)
     download: bool = False  # allow torchvision downloads when the data is not found locally
     partition: str = "paper"  # paper | dirichlet | pathological | iid
@@ -50,7 +52,7 @@ class ClientsConfig:
     batch_size: int = 32
     lr: float = 1e-3  # Adam on true labels
     distill_lr: float = 1e-4  # Adam on pseudo-labels
-    eval_batch_size: int = 1024
+    eval_batch_size: int = 128
     consistency_samples: int = 1  # |S|, neighbours per point in r_B
 
 
@@ -160,7 +162,11 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
         if key == "name":
             continue
         hint = hints[key]
-        if float in (typing.get_args(hint) or (hint,)) and isinstance(value, int) and not isinstance(value, bool):
+        if (
+            float in (typing.get_args(hint) or (hint,))
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             value = float(value)
         if not _type_ok(value, hint):
             raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
@@ -189,7 +195,10 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     )
     top.data = _build(DataConfig, raw.get("data"), "data")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
-    top.algorithm = validate_algorithm(raw.get("algorithm", {"name": "cosmos"}))
+    algorithm = raw.get("algorithm") or {}
+    if isinstance(algorithm, dict) and "name" not in algorithm:
+        algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
+    top.algorithm = validate_algorithm(algorithm)
     _check_ranges(top)
     return top
 
@@ -200,13 +209,26 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
             raise ConfigError(f"{field_name} = {value!r} is not allowed; {allowed}")
 
     need(cfg.rounds >= 1, "rounds", cfg.rounds, "use an integer >= 1")
-    need(cfg.threads is None or cfg.threads >= 1, "threads", cfg.threads, "use an integer >= 1 or null")
-    need(cfg.device.split(":")[0] in ("cpu", "cuda", "mps", "auto"), "device", cfg.device,
-         "allowed: cpu, cuda, mps, auto")
+    need(
+        cfg.threads is None or cfg.threads >= 1,
+        "threads",
+        cfg.threads,
+        "use an integer >= 1 or null",
+    )
+    need(
+        cfg.device.split(":")[0] in ("cpu", "cuda", "mps", "auto"),
+        "device",
+        cfg.device,
+        "allowed: cpu, cuda, mps, auto",
+    )
     d = cfg.data
     need(d.num_clients >= 1, "data.num_clients", d.num_clients, "use an integer >= 1")
-    need(d.partition in ("paper", "dirichlet", "pathological", "iid"), "data.partition",
-         d.partition, "allowed: paper, dirichlet, pathological, iid")
+    need(
+        d.partition in ("paper", "dirichlet", "pathological", "iid"),
+        "data.partition",
+        d.partition,
+        "allowed: paper, dirichlet, pathological, iid",
+    )
     need(d.max_train is None or d.max_train > 0, "data.max_train", d.max_train, "use > 0 or null")
     need(d.max_test is None or d.max_test > 0, "data.max_test", d.max_test, "use > 0 or null")
     c = cfg.clients
@@ -214,20 +236,34 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
     need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
     need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
-    need(c.consistency_samples >= 1, "clients.consistency_samples", c.consistency_samples,
-         "use an integer >= 1")
+    need(
+        c.consistency_samples >= 1,
+        "clients.consistency_samples",
+        c.consistency_samples,
+        "use an integer >= 1",
+    )
     if isinstance(c.models, list):
-        need(len(c.models) == d.num_clients, "clients.models", c.models,
-             f"a list needs exactly data.num_clients = {d.num_clients} names")
+        need(
+            len(c.models) == d.num_clients,
+            "clients.models",
+            c.models,
+            f"a list needs exactly data.num_clients = {d.num_clients} names",
+        )
     else:
-        need(bool(c.models) and all(v > 0 for v in c.models.values()), "clients.models",
-             c.models, "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}")
+        need(
+            bool(c.models) and all(v > 0 for v in c.models.values()),
+            "clients.models",
+            c.models,
+            "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",
+        )
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`a.b=value` -> (["a", "b"], parsed YAML value)."""
     if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like key=value (e.g. rounds=3, algorithm.lam=1)")
+        raise ConfigError(
+            f"override {text!r} must look like key=value (e.g. rounds=3, algorithm.lam=1)"
+        )
     key, _, value = text.partition("=")
     path = [p for p in key.strip().split(".") if p]
     if not path:
@@ -248,7 +284,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return out
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None
+) -> ExperimentConfig:
     """Read a YAML config (or start from the defaults), apply overrides, validate."""
     raw: dict[str, Any] = {}
     if path is not None:

@@ -27,6 +27,7 @@ from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine, SimulationResult
 from cosmosfl.experiment.config import ConfigError, ExperimentConfig
 from cosmosfl.experiment.rundir import RunDirectory
+from cosmosfl.experiment.summary import summarize
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
@@ -84,14 +85,24 @@ def make_learner(
         )
     channels, size = dataset.image_shape[0], dataset.image_shape[1]
     net = build_model(
-        name, in_channels=channels, num_classes=num_classes, image_size=size,
-        width=c.width, seed=seed,
+        name,
+        in_channels=channels,
+        num_classes=num_classes,
+        image_size=size,
+        width=c.width,
+        seed=seed,
     )
     return TorchLearner(
-        net, num_classes=num_classes, lr=c.lr, distill_lr=c.distill_lr,
-        batch_size=c.batch_size, eval_batch_size=c.eval_batch_size,
+        net,
+        num_classes=num_classes,
+        lr=c.lr,
+        distill_lr=c.distill_lr,
+        batch_size=c.batch_size,
+        eval_batch_size=c.eval_batch_size,
         augmentation=default_augmentation(dataset.natural),
-        consistency_samples=c.consistency_samples, device=cfg.device, seed=seed,
+        consistency_samples=c.consistency_samples,
+        device=cfg.device,
+        seed=seed,
     )
 
 
@@ -111,8 +122,13 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     names = client_model_names(cfg.clients.models, d.num_clients)
     _check_model_names(names)
     dataset = load_dataset(d.dataset, d.data_dir, download=d.download)
-    dataset = subsample(dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32)
-    options: dict[str, Any] = {"public_fraction": d.public_fraction, "test_per_client": d.test_per_client}
+    dataset = subsample(
+        dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32
+    )
+    options: dict[str, Any] = {
+        "public_fraction": d.public_fraction,
+        "test_per_client": d.test_per_client,
+    }
     if d.partition == "paper":
         options.update(num_groups=d.num_groups, alpha=d.alpha, mix_fraction=d.mix_fraction)
     elif d.partition == "dirichlet":
@@ -120,8 +136,12 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     elif d.partition == "pathological":
         options.update(classes_per_client=d.classes_per_client)
     part = make_partition(
-        d.partition, dataset.y_train, dataset.y_test, d.num_clients,
-        seed=derive_seed(cfg.seed, "partition") % 2**32, **options,
+        d.partition,
+        dataset.y_train,
+        dataset.y_test,
+        d.num_clients,
+        seed=derive_seed(cfg.seed, "partition") % 2**32,
+        **options,
     )
     mean, std = channel_stats(dataset.x_train[np.concatenate(part.client_train)])
     x_train = prepare_images(dataset.x_train, mean, std)
@@ -131,8 +151,11 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     for cid in range(d.num_clients):
         tr, te = part.client_train[cid], part.client_test[cid]
         learner = make_learner(names[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
-        clients.append(Client(cid, learner, (x_train[tr], dataset.y_train[tr]),
-                              (x_test[te], dataset.y_test[te])))
+        clients.append(
+            Client(
+                cid, learner, (x_train[tr], dataset.y_train[tr]), (x_test[te], dataset.y_test[te])
+            )
+        )
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
     cls = algorithm_class(cfg.algorithm["name"])
     if "augmentation" in {f for f in getattr(cls, "__dataclass_fields__", {})}:
@@ -181,8 +204,9 @@ def run_experiment(
         f"{cfg.rounds} rounds, seed {cfg.seed}"
     )
     torch.manual_seed(cfg.seed)
-    engine = SimulationEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device,
-                              reporter=reporter)
+    engine = SimulationEngine(
+        exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
+    )
     result = SimulationResult(exp.algorithm.name, exp.algorithm.primary_model)
     with reporter.running(cfg.rounds):
         for t in range(1, cfg.rounds + 1):
@@ -190,56 +214,17 @@ def run_experiment(
             result.records.append(record)
             if run_dir is not None:
                 run_dir.append_record(record)
-    summary = summarize(result, exp, time.perf_counter() - start)
-    if run_dir is not None:
-        run_dir.finish(summary)
-    result.summary = summary  # type: ignore[attr-defined]
-    return result
-
-
-def summarize(result: SimulationResult, exp: Experiment, wall_seconds: float) -> dict[str, Any]:
-    """Final-round results (the reported numbers), with the best round beside them, labelled."""
-    last = result.records[-1]
-    models = list(last["mean_accuracy"])
-    best = {
-        m: max(
-            ((r["round"], r["mean_accuracy"][m]) for r in result.records if m in r["mean_accuracy"]),
-            key=lambda t: t[1],
-        )
-        for m in models
-    }
-    per_round_up = [np.mean(list(r["bytes_up"].values())) for r in result.records]
-    per_round_down = [np.mean(list(r["bytes_down"].values())) for r in result.records]
-    summary: dict[str, Any] = {
-        "algorithm": result.algorithm,
-        "reported_model": result.primary_model,
-        "seed": exp.config.seed,
-        "rounds": len(result.records),
+    meta = {
+        "seed": cfg.seed,
         "dataset": exp.dataset.name,
         "num_clients": len(exp.clients),
         "client_models": {str(i): n for i, n in enumerate(exp.client_models)},
         "public_size": len(exp.public_x),
-        "final_round": {
-            "mean_accuracy": last["mean_accuracy"],
-            "sem_over_clients": {
-                m: float(np.std(list(v.values()), ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
-                for m, v in last["accuracy"].items()
-            },
-            "accuracy": last["accuracy"],
-        },
-        "best_round_NOT_the_result": {m: {"round": r, "mean_accuracy": a} for m, (r, a) in best.items()},
-        "bytes_per_client_per_round": {
-            "up": float(np.mean(per_round_up)),
-            "down": float(np.mean(per_round_down)),
-        },
-        "seconds_per_round": float(np.mean([r["seconds"]["total"] for r in result.records])),
-        "wall_seconds": round(wall_seconds, 2),
     }
-    if "mean_top5" in last:
-        summary["final_round"]["mean_top5"] = last["mean_top5"]
+    summary = summarize(result, meta, wall_seconds=time.perf_counter() - start)
     if result.clusters is not None:
-        summary["clusters"] = {str(c): k for c, k in result.clusters.items()}
-        summary["K"] = last.get("K")
-        summary["threshold"] = last.get("threshold")
         summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
-    return summary
+    if run_dir is not None:
+        run_dir.finish(summary)
+    result.summary = summary  # type: ignore[attr-defined]
+    return result

@@ -7,7 +7,6 @@ import inspect
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
 
 from cosmosfl.learners.base import Learner
 
@@ -47,6 +46,8 @@ class SklearnLearner(Learner):
             return False
 
     def _refit(self, x: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> None:
+        from sklearn.base import clone  # imported on use: scikit-learn takes ~2 s to import
+
         est = clone(self.template)
         if w is not None and self._supports_weights():
             est.fit(x, y, sample_weight=w)

@@ -54,7 +54,7 @@ class TorchLearner(Learner):
         lr: float = 1e-3,
         distill_lr: float = 1e-4,
         batch_size: int = 32,
-        eval_batch_size: int = 1024,
+        eval_batch_size: int = 128,
         clip_norm: float | None = 1.0,
         augmentation: Augmentation | None = None,
         consistency_samples: int = 1,
@@ -164,9 +164,7 @@ class TorchLearner(Learner):
                     logits = self.model(torch.cat([xb, *neighbours]))
                     clean, rest = logits[: len(xb)], logits[len(xb) :]
                     main = kl_to_targets(clean, ts[idx], wb)
-                    reg = sum(
-                        consistency_loss(part, clean, wb) for part in rest.split(len(xb))
-                    )
+                    reg = sum(consistency_loss(part, clean, wb) for part in rest.split(len(xb)))
                     loss = main + lam * reg
                     total_reg += float(reg.item()) * len(idx)
                 else:

@@ -1,0 +1,76 @@
+"""The summary of a finished run: final-round numbers first, best round beside them, labelled."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosmosfl.engines.simulation import SimulationResult
+
+
+def _sem(values: list[float]) -> float:
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def summarize(
+    result: SimulationResult,
+    meta: dict[str, Any] | None = None,
+    *,
+    wall_seconds: float | None = None,
+) -> dict[str, Any]:
+    """Summarise a run. The reported result is the last round; the best round is only context."""
+    if not result.records:
+        raise ValueError("the run has no finished round to summarise")
+    last = result.records[-1]
+    best: dict[str, Any] = {}
+    for model in last["mean_accuracy"]:
+        rounds = [
+            (r["round"], r["mean_accuracy"][model])
+            for r in result.records
+            if model in r.get("mean_accuracy", {})
+        ]
+        r, a = max(rounds, key=lambda t: t[1])
+        best[model] = {"round": r, "mean_accuracy": a}
+    up = [np.mean(list(r["bytes_up"].values())) for r in result.records]
+    down = [np.mean(list(r["bytes_down"].values())) for r in result.records]
+    summary: dict[str, Any] = {
+        "algorithm": result.algorithm,
+        "reported_model": result.primary_model,
+        "rounds": len(result.records),
+        **(meta or {}),
+        "final_round": {
+            "mean_accuracy": last["mean_accuracy"],
+            "sem_over_clients": {m: _sem(list(v.values())) for m, v in last["accuracy"].items()},
+            "accuracy": last["accuracy"],
+        },
+        "best_round_not_the_result": best,
+        "bytes_per_client_per_round": {"up": float(np.mean(up)), "down": float(np.mean(down))},
+        "seconds_per_round": float(np.mean([r["seconds"]["total"] for r in result.records])),
+    }
+    if "mean_top5" in last:
+        summary["final_round"]["mean_top5"] = last["mean_top5"]
+    if wall_seconds is not None:
+        summary["wall_seconds"] = round(wall_seconds, 2)
+    if result.clusters is not None:
+        summary["clusters"] = {str(c): k for c, k in result.clusters.items()}
+        summary["K"] = last.get("K")
+        summary["threshold"] = last.get("threshold")
+    return summary
+
+
+def write_run_directory(
+    result: SimulationResult, path: str | Path, meta: dict[str, Any] | None = None
+) -> Path:
+    """Write metrics.jsonl and summary.json for a run made from Python (e.g. with `simulate`)."""
+    import json
+
+    from cosmosfl.experiment.rundir import METRICS, SUMMARY, write_atomic
+
+    out = Path(path)
+    lines = "".join(json.dumps(r) + "\n" for r in result.records)
+    write_atomic(out / METRICS, lines)
+    write_atomic(out / SUMMARY, json.dumps(summarize(result, meta), indent=2) + "\n")
+    return out

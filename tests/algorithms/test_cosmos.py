@@ -1,0 +1,242 @@
+"""COSMOS end to end on digits, and its protocol behaviour."""
+
+import numpy as np
+import pytest
+
+from cosmosfl import Client, Cosmos, Local, SklearnLearner, TorchLearner, simulate
+from cosmosfl.core import protocol as P
+from cosmosfl.data import load_dataset, paper_split
+from cosmosfl.experiment.config import load_config
+from cosmosfl.experiment.runner import run_experiment
+from cosmosfl.models import build_model
+
+FAST = [
+    "rounds=2",
+    "clients.models={mlp: 1.0}",
+    "algorithm.pretrain_epochs=10",
+    "algorithm.local_epochs=1",
+    "algorithm.server_epochs=2",
+    "algorithm.distill_epochs=1",
+]
+
+
+@pytest.fixture(scope="module")
+def digits_runs():
+    cfg = load_config("configs/default.yaml", FAST)
+    return [run_experiment(cfg, progress=False) for _ in range(2)], cfg
+
+
+def test_clusters_recover_the_five_true_groups(digits_runs):
+    (result, _), _ = digits_runs
+    assert result.summary["K"] == 5
+    truth = result.summary["true_groups"]
+    found = result.summary["clusters"]
+    # Same partition of clients (labels may be permuted).
+    pairs = {(found[c], truth[c]) for c in truth}
+    assert len(pairs) == 5 and len({f for f, _ in pairs}) == 5 and len({t for _, t in pairs}) == 5
+    assert result.summary["recovers_groups_exactly"]
+
+
+def test_same_seed_gives_identical_metrics(digits_runs):
+    (a, b), _ = digits_runs
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in a.records]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in b.records]
+
+
+def test_reports_every_evaluation_point_and_bytes(digits_runs):
+    (result, _), _ = digits_runs
+    rec = result.records[-1]
+    assert set(rec["accuracy"]) == {"local", "cluster_model", "client_model"}
+    assert rec["primary_model"] == "cluster_model"
+    n_public = result.summary["public_size"]
+    # Float32 soft labels: |U| x M x 4 bytes each way per client per round, measured.
+    assert set(rec["bytes_up"].values()) == {n_public * 10 * 4}
+    assert set(rec["bytes_down"].values()) == {n_public * 10 * 4}
+    assert {"local_training", "server_distillation", "client_distillation"} <= set(rec["seconds"])
+    assert result.summary["final_round"]["mean_accuracy"]["cluster_model"] > 0.5
+
+
+def test_different_seed_changes_results():
+    cfg = load_config("configs/default.yaml", [*FAST, "rounds=1", "seed=2"])
+    other = load_config("configs/default.yaml", [*FAST, "rounds=1", "seed=3"])
+    a = run_experiment(cfg, progress=False).records[0]["accuracy"]
+    b = run_experiment(other, progress=False).records[0]["accuracy"]
+    assert a != b
+
+
+class SpyFederation:
+    """Wraps an engine to record every message and reply that crosses the boundary."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.traffic = []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def send(self, messages, expect=None):
+        replies = self.engine.send(messages, expect)
+        for m in messages.values():
+            self.traffic.append(("down", m.task, dict(m.arrays)))
+        for r in replies.values():
+            self.traffic.append(("up", r.task, dict(r.arrays)))
+        return replies
+
+
+def small_federation(num_clients=10, seed=0, sklearn_ids=()):
+    ds = load_dataset("digits")
+    part = paper_split(ds.y_train, ds.y_test, num_clients, seed=seed)
+    x = ds.x_train.astype(np.float32).transpose(0, 3, 1, 2) / 255.0
+    xt = ds.x_test.astype(np.float32).transpose(0, 3, 1, 2) / 255.0
+    clients = []
+    for i in range(num_clients):
+        tr, te = part.client_train[i], part.client_test[i]
+        if i in sklearn_ids:
+            from sklearn.linear_model import LogisticRegression
+
+            learner = SklearnLearner(LogisticRegression(max_iter=300), num_classes=10)
+        else:
+            net = build_model("mlp", in_channels=1, num_classes=10, image_size=8, seed=i)
+            learner = TorchLearner(net, seed=i, distill_lr=1e-3)
+        clients.append(Client(i, learner, (x[tr], ds.y_train[tr]), (xt[te], ds.y_test[te])))
+    return clients, x[part.public], part
+
+
+def test_no_message_carries_model_parameters():
+    from cosmosfl.engines import SimulationEngine
+
+    clients, public_x, _ = small_federation()
+    engine = SimulationEngine(clients, public_x, seed=0)
+    spy = SpyFederation(engine)
+    algo = Cosmos(
+        target_clusters=5,
+        server_model="mlp",
+        pretrain_epochs=1,
+        local_epochs=1,
+        server_epochs=1,
+        distill_epochs=1,
+        recluster=True,
+    )
+    for t in (1, 2):
+        algo.run_round(spy, t)
+    assert spy.traffic
+    tasks = {task for _, task, _ in spy.traffic}
+    assert not tasks & P.PARAMETER_TASKS
+    n, m = public_x.shape[0], 10
+    smallest_model = min(
+        sum(p.numel() for p in c.learner.model.parameters())
+        for c in clients
+        if hasattr(c.learner, "model")
+    )
+    for direction, task, arrays in spy.traffic:
+        for name, arr in arrays.items():
+            # Only soft labels on U (or per-sample weights) ever travel.
+            assert arr.shape in ((n, m), (n,)), (direction, task, name, arr.shape)
+            assert arr.size < smallest_model
+
+
+def test_sklearn_and_torch_clients_in_one_federation():
+    clients, public_x, _ = small_federation(sklearn_ids=(3, 8))
+    algo = Cosmos(
+        target_clusters=5,
+        server_model="mlp",
+        pretrain_epochs=10,
+        local_epochs=1,
+        server_epochs=3,
+        distill_epochs=1,
+        server_lr=1e-3,
+    )
+    result = simulate(algo, clients, public_x, rounds=2, seed=0)
+    acc = result.accuracy("cluster_model")
+    assert set(acc) == set(range(10))
+    client_acc = result.accuracy("client_model")
+    for sk in (3, 8):
+        assert client_acc[sk] > 0.5  # the scikit-learn clients learned and took part
+    assert result.clusters is not None and set(result.clusters) == set(range(10))
+
+
+def test_threshold_mode_makes_k_an_output():
+    clients, public_x, _ = small_federation()
+    # B0 = 0: only identical pseudo-labels are neighbours -> every client alone.
+    alone = simulate(
+        Cosmos(
+            threshold=0.0,
+            target_clusters=None,
+            server_model="mlp",
+            pretrain_epochs=1,
+            local_epochs=1,
+            server_epochs=1,
+            distill_epochs=1,
+        ),
+        clients,
+        public_x,
+        rounds=1,
+        seed=0,
+    )
+    assert alone.records[0]["K"] == 10
+    clients, public_x, _ = small_federation()
+    together = simulate(
+        Cosmos(
+            threshold=2.0,
+            target_clusters=None,
+            server_model="mlp",
+            pretrain_epochs=1,
+            local_epochs=1,
+            server_epochs=1,
+            distill_epochs=1,
+        ),
+        clients,
+        public_x,
+        rounds=1,
+        seed=0,
+    )
+    assert together.records[0]["K"] == 1
+
+
+def test_failed_client_is_excluded_not_fatal():
+    clients, public_x, _ = small_federation()
+
+    class Broken(TorchLearner):
+        def predict_proba(self, x):
+            p = super().predict_proba(x)
+            p[0, 0] = np.nan
+            return p
+
+    bad = clients[4]
+    bad.learner.__class__ = Broken
+    result = simulate(
+        Cosmos(
+            target_clusters=4,
+            server_model="mlp",
+            pretrain_epochs=1,
+            local_epochs=1,
+            server_epochs=1,
+            distill_epochs=1,
+        ),
+        clients,
+        public_x,
+        rounds=1,
+        seed=0,
+    )
+    rec = result.records[0]
+    assert [r["client"] for r in rec["rejected"]] == [4]
+    assert "non-finite" in rec["rejected"][0]["reason"]
+    assert "4" not in rec["clusters"]
+
+
+def test_invalid_hyperparameters_are_clear():
+    with pytest.raises(ValueError, match="exactly one of threshold"):
+        Cosmos(threshold=0.5, target_clusters=5)
+    with pytest.raises(ValueError, match="aggregation"):
+        Cosmos(aggregation="mode")
+    with pytest.raises(ValueError, match="lam"):
+        Cosmos(lam=-1)
+
+
+def test_local_algorithm_reports_client_model_only():
+    clients, public_x, _ = small_federation()
+    result = simulate(Local(pretrain_epochs=2, local_epochs=1), clients, public_x, rounds=2, seed=0)
+    rec = result.records[-1]
+    assert set(rec["accuracy"]) == {"client_model"}
+    assert set(rec["bytes_up"].values()) == {0} and set(rec["bytes_down"].values()) == {0}
+    assert result.clusters is None

@@ -1,0 +1,110 @@
+import pytest
+
+from cosmosfl.experiment.config import (
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    dump_config,
+    load_config,
+)
+from cosmosfl.experiment.runner import client_model_names
+
+
+def test_defaults_are_the_papers():
+    cfg = config_from_dict({})
+    assert cfg.algorithm == {"name": "cosmos"}
+    assert (cfg.clients.lr, cfg.clients.distill_lr, cfg.clients.batch_size) == (1e-3, 1e-4, 32)
+    assert (cfg.data.alpha, cfg.data.public_fraction, cfg.data.mix_fraction) == (5.0, 0.2, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"roundz": 3}, "unknown key.*roundz.*allowed"),
+        ({"data": {"datset": "x"}}, r"data\.datset.*allowed in data"),
+        ({"rounds": 0}, "rounds = 0"),
+        ({"rounds": "ten"}, "rounds = 'ten' must be of type int"),
+        ({"rounds": True}, "must be of type int"),
+        ({"device": "tpu"}, "allowed: cpu, cuda, mps, auto"),
+        ({"data": {"partition": "random"}}, "allowed: paper, dirichlet"),
+        ({"clients": {"width": 0}}, "clients.width"),
+        ({"clients": {"models": {"cnn": -1}}}, "positive fractions"),
+        ({"clients": {"models": ["cnn"]}}, "exactly data.num_clients"),
+        ({"algorithm": {"name": "fedsgd"}}, "allowed: cosmos, local"),
+        ({"algorithm": {"name": "cosmos", "lambda": 1}}, r"algorithm\.lambda.*allowed"),
+        ({"algorithm": {"name": "cosmos", "lam": "high"}}, "algorithm.lam = 'high'"),
+        ({"algorithm": {"name": "cosmos", "aggregation": "mode"}}, "aggregation 'mode'"),
+        ({"algorithm": {"name": "cosmos", "threshold": 0.5}}, "exactly one of threshold"),
+        ({"algorithm": {"name": "local", "lam": 1.0}}, "for local"),
+        ({"algorithm": "cosmos"}, "mapping with a 'name'"),
+        ({"algorithm": {"lam": -1.0}}, "lam"),  # the name defaults to cosmos
+        ({"threads": 0}, "threads"),
+    ],
+)
+def test_bad_configs_are_rejected_with_field_and_allowed_values(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(raw)
+
+
+def test_ints_accepted_for_floats_and_overrides_parse_yaml():
+    raw = apply_overrides(
+        {},
+        [
+            "rounds=3",
+            "algorithm.lam=1",
+            "data.num_clients=20",
+            "clients.models={cnn: 1}",
+            "algorithm.name=cosmos",
+        ],
+    )
+    cfg = config_from_dict(raw)
+    assert (
+        cfg.rounds == 3 and cfg.algorithm["lam"] == 1.0 and isinstance(cfg.algorithm["lam"], float)
+    )
+    assert cfg.data.num_clients == 20 and cfg.clients.models == {"cnn": 1.0}
+    with pytest.raises(ConfigError, match="key=value"):
+        apply_overrides({}, ["rounds"])
+
+
+def test_load_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rounds: [1,\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_dumped_config_loads_back_identically(tmp_path):
+    cfg = load_config("configs/default.yaml")
+    path = tmp_path / "c.yaml"
+    path.write_text(dump_config(cfg))
+    assert load_config(path) == cfg
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "default.yaml",
+        "cifar10-cpu.yaml",
+        "paper-cifar10.yaml",
+        "paper-cifar100.yaml",
+        "paper-emnist.yaml",
+        "paper-tiny-imagenet.yaml",
+    ],
+)
+def test_shipped_configs_are_valid(repo_root, name):
+    cfg = load_config(repo_root / "configs" / name)
+    assert cfg.algorithm["name"] == "cosmos"
+
+
+def test_client_mix_is_spread_over_ids_not_blocked():
+    names = client_model_names({"a": 0.5, "b": 0.5}, 10)
+    assert names.count("a") == 5 and names.count("b") == 5
+    # Consecutive ids share a class group in the paper split: neighbours must differ.
+    assert all(names[i] != names[i + 1] for i in range(9))
+    names = client_model_names({"a": 0.5, "b": 0.3, "c": 0.2}, 10)
+    assert [names.count(x) for x in "abc"] == [5, 3, 2]
+    assert client_model_names(["x", "y"], 2) == ["x", "y"]
+    odd = client_model_names({"a": 1, "b": 1, "c": 1}, 10)  # counts by largest remainder
+    assert sorted(odd.count(x) for x in "abc") == [3, 3, 4]
