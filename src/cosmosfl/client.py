@@ -7,6 +7,7 @@ protocol allows (soft labels on the public set, scalar metrics).
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,8 +72,15 @@ class Client:
         """Run one protocol task; any failure becomes an error reply the server can exclude."""
         try:
             return self._dispatch(message)
+        except P.PayloadError as exc:
+            return P.Reply(message.task, error=str(exc), error_kind="payload")
         except Exception as exc:  # the server decides what a failed client means
-            return P.Reply(message.task, error=f"{type(exc).__name__}: {exc}")
+            return P.Reply(
+                message.task,
+                error=f"{type(exc).__name__}: {exc}",
+                error_kind="exception",
+                traceback=traceback.format_exc(),
+            )
 
     def _dispatch(self, message: P.Message) -> P.Reply:
         task, cfg = message.task, message.config

@@ -4,7 +4,7 @@ import pytest
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
-from cosmosfl.engines import SimulationEngine, simulate
+from cosmosfl.engines import ClientError, SimulationEngine, simulate
 from cosmosfl.learners.base import Learner
 
 
@@ -74,11 +74,18 @@ def test_bad_payload_excluded_and_recorded():
     assert rec["bytes_down"]["1"] == 0  # the excluded client got no distillation targets
 
 
-def test_client_exception_becomes_rejection_and_all_failing_is_an_error():
+def test_client_exception_stops_a_strict_run_with_the_traceback():
     engine = SimulationEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC)
+    with pytest.raises(ClientError, match=r"client 1 failed task 'train_local'.*disk full") as err:
+        engine.send({0: P.Message(P.TRAIN_LOCAL), 1: P.Message(P.TRAIN_LOCAL)})
+    assert "in fit" in str(err.value)  # the client's own traceback is kept
+
+
+def test_client_exception_becomes_rejection_and_all_failing_is_an_error():
+    engine = SimulationEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC, strict=False)
     replies = engine.send({0: P.Message(P.TRAIN_LOCAL), 1: P.Message(P.TRAIN_LOCAL)})
     assert list(replies) == [0]
-    engine = SimulationEngine(make_clients(Fixed(fail=True)), PUBLIC)
+    engine = SimulationEngine(make_clients(Fixed(fail=True)), PUBLIC, strict=False)
     with pytest.raises(RuntimeError, match=r"every client failed.*disk full"):
         engine.send({0: P.Message(P.TRAIN_LOCAL)})
 

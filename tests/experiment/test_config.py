@@ -12,7 +12,15 @@ from cosmosfl.experiment.runner import client_model_names
 
 def test_defaults_are_the_papers():
     cfg = config_from_dict({})
-    assert cfg.algorithm == {"name": "cosmos"}
+    alg = cfg.algorithm  # resolved: every setting present, defaults included
+    assert alg["name"] == "cosmos" and alg["threshold"] is None and alg["target_clusters"] == 5
+    assert (alg["lam"], alg["temperature"], alg["aggregation"], alg["distance"]) == (
+        5.0,
+        1.0,
+        "mean",
+        "l1",
+    )
+    assert (alg["pretrain_epochs"], alg["server_lr"], alg["client_weights"]) == (5, 1e-4, "uniform")
     assert (cfg.clients.lr, cfg.clients.distill_lr, cfg.clients.batch_size) == (1e-3, 1e-4, 32)
     assert (cfg.data.alpha, cfg.data.public_fraction, cfg.data.mix_fraction) == (5.0, 0.2, 0.1)
 
@@ -34,7 +42,9 @@ def test_defaults_are_the_papers():
         ({"algorithm": {"name": "cosmos", "lambda": 1}}, r"algorithm\.lambda.*allowed"),
         ({"algorithm": {"name": "cosmos", "lam": "high"}}, "algorithm.lam = 'high'"),
         ({"algorithm": {"name": "cosmos", "aggregation": "mode"}}, "aggregation 'mode'"),
-        ({"algorithm": {"name": "cosmos", "threshold": 0.5}}, "exactly one of threshold"),
+        ({"algorithm": {"threshold": 0.5, "target_clusters": 3}}, "exactly one of threshold"),
+        ({"algorithm": {"server_model": "vgg17"}}, "server_model 'vgg17'.*allowed"),
+        ({"data": {"dataset": "cifar11"}}, "data.dataset = 'cifar11'.*cifar10"),
         ({"algorithm": {"name": "local", "lam": 1.0}}, "for local"),
         ({"algorithm": "cosmos"}, "mapping with a 'name'"),
         ({"algorithm": {"lam": -1.0}}, "lam"),  # the name defaults to cosmos
@@ -64,6 +74,11 @@ def test_ints_accepted_for_floats_and_overrides_parse_yaml():
     assert cfg.data.num_clients == 20 and cfg.clients.models == {"cnn": 1.0}
     with pytest.raises(ConfigError, match="key=value"):
         apply_overrides({}, ["rounds"])
+
+
+def test_threshold_alone_makes_k_an_output():
+    alg = config_from_dict({"algorithm": {"threshold": 0.4}}).algorithm
+    assert alg["threshold"] == 0.4 and alg["target_clusters"] is None
 
 
 def test_load_config_errors(tmp_path):

@@ -87,15 +87,6 @@ class RoundRecord:
             self.top5[model] = {cid: float(m["top5"]) for cid, m in metrics.items() if "top5" in m}
 
 
-@dataclass(frozen=True)
-class Hyperparameter:
-    """Documentation of one of an algorithm's hyperparameters (for config help and errors)."""
-
-    name: str
-    help: str
-    choices: tuple[Any, ...] | None = None
-
-
 class Algorithm(ABC):
     """A federated procedure. Subclasses are dataclasses whose fields are their hyperparameters."""
 
@@ -110,11 +101,12 @@ class Algorithm(ABC):
         """Run round `round_num` (1-based) and report its metrics."""
 
     def hyperparameters(self) -> dict[str, Any]:
+        """The settings this algorithm was created with (not its server state)."""
         return {
             f.name: getattr(self, f.name)
-            for f in fields(self)
-            if not callable(getattr(self, f.name))
-        }  # type: ignore[arg-type]
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.init and not callable(getattr(self, f.name))
+        }
 
     def get_state(self) -> dict[str, Any]:
         """Server-side state for checkpoints (cluster models, assignment, ...)."""

@@ -42,7 +42,7 @@ from cosmosfl.core.clustering import (
 from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
-from cosmosfl.models.registry import build_model
+from cosmosfl.models.registry import build_model, model_names
 
 
 def torch_server_learner(
@@ -86,8 +86,10 @@ class Cosmos(Algorithm):
     name: ClassVar[str] = "cosmos"
     primary_model: ClassVar[str] = "cluster_model"
 
-    threshold: float | None = None  # B0; exactly one of threshold / target_clusters is set
-    target_clusters: int | None = 5  # search the smallest B0 giving at most this many clusters
+    threshold: float | None = None  # B0 of Algorithm 1; K is then an output
+    # Instead of B0: the smallest B0 giving at most this many clusters. With neither set,
+    # target_clusters = 5, the paper's tuning goal (B0 tuned so that K is about 5).
+    target_clusters: int | None = None
     distance: str = "l1"
     aggregation: str = "mean"
     trim_fraction: float = 0.2
@@ -112,10 +114,22 @@ class Cosmos(Algorithm):
     threshold_used: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        if (self.threshold is None) == (self.target_clusters is None):
+        if self.threshold is not None and self.target_clusters is not None:
             raise ValueError(
-                "COSMOS needs exactly one of threshold (B0) and target_clusters; "
+                "COSMOS takes exactly one of threshold (B0) and target_clusters; "
                 f"got threshold={self.threshold}, target_clusters={self.target_clusters}"
+            )
+        if self.threshold is None and self.target_clusters is None:
+            self.target_clusters = 5
+        if self.server_learner is None and self.server_model not in model_names():
+            raise ValueError(
+                f"server_model {self.server_model!r} is not a registered model; "
+                f"allowed: {', '.join(model_names())}"
+            )
+        if self.server_width <= 0 or self.server_lr <= 0 or self.server_batch_size < 1:
+            raise ValueError(
+                "server_width and server_lr must be > 0 and server_batch_size >= 1; got "
+                f"{self.server_width}, {self.server_lr}, {self.server_batch_size}"
             )
         if self.threshold is not None and not self.threshold >= 0:
             raise ValueError(f"threshold must be >= 0, got {self.threshold}")
@@ -158,7 +172,11 @@ class Cosmos(Algorithm):
             record.add_metrics("cluster_model", fed.evaluate_server_models(models))  # h_π(i)
 
         with fed.phase("client_distillation"):
-            targets = {k: h.predict_proba(fed.public_x) for k, h in self.cluster_models.items()}
+            # T acts on every distillation target (PAPER_NOTES): here h_k(U) sent to clients.
+            targets = {
+                k: apply_temperature(h.predict_proba(fed.public_x), self.temperature)
+                for k, h in self.cluster_models.items()
+            }
             config = {
                 "epochs": self.distill_epochs,
                 "lam": self.lam,
@@ -201,7 +219,9 @@ class Cosmos(Algorithm):
             previous = [old_assignment[c] for c in members if c in old_assignment]
             if previous:
                 source = max(sorted(set(previous)), key=previous.count)
-                self.cluster_models[k].set_state(old_models[source].get_state())
+                self.cluster_models[k].set_state(
+                    _inherit(old_models[source].get_state(), self.cluster_models[k].get_state())
+                )
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
 
     def _assign_newcomers(self, probs: dict[int, np.ndarray]) -> None:
@@ -257,3 +277,11 @@ class Cosmos(Algorithm):
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{name} {value!r} is not supported; allowed: {', '.join(allowed)}")
+
+
+def _inherit(source: object, own: object) -> object:
+    """The source model's weights with the new model's own RNG state (TorchLearner states),
+    so that clusters inheriting one model do not shuffle and augment in lockstep."""
+    if isinstance(source, dict) and isinstance(own, dict) and "generator" in own:
+        return {**source, "generator": own["generator"]}
+    return source

@@ -74,7 +74,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\nfinal round {s['rounds']} ({s['algorithm']}, seed {s['seed']}), mean over clients:")
     for model, acc in fr["mean_accuracy"].items():
         tag = "  <- reported" if model == s["reported_model"] else ""
-        print(f"  {model:<14} {acc:.4f} ± {fr['sem_over_clients'][model]:.4f} (SEM){tag}")
+        line = f"  {model:<14} top1 {acc:.4f} ± {fr['sem_over_clients'][model]:.4f}"
+        if model in fr.get("mean_top5", {}):
+            top5, sem5 = fr["mean_top5"][model], fr["sem_over_clients_top5"][model]
+            line += f"  top5 {top5:.4f} ± {sem5:.4f}"
+        print(f"{line} (± SEM over clients){tag}")
     if "clusters" in s:
         line = f"  clusters: K={s['K']}, B0={s['threshold']:.4f}"
         if "adjusted_rand_index" in s:

@@ -66,6 +66,9 @@ class Reply:
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
     error: str | None = None
+    # "payload": the client refused what it received; "exception": its code raised.
+    error_kind: str | None = None
+    traceback: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -8,6 +8,7 @@ on load, so a malformed file fails here with a clear message instead of deep ins
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,6 +214,12 @@ def _load_named(
         for fname in DATASET_FILES[name]:
             path = Path(data_dir).expanduser() / fname
             if path.is_file():
+                if "partial" in fname:
+                    warnings.warn(
+                        f"{name}: using {path}, an incomplete copy of the dataset; results are "
+                        "not comparable with published ones (see docs for its size)",
+                        stacklevel=3,
+                    )
                 return _from_arrays(name, read_npz(path, cache), natural=natural)
             tried.append(str(path))
     notes: list[str] = []

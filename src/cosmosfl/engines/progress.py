@@ -49,9 +49,11 @@ def summary_line(record: dict[str, Any]) -> str:
     """One line per round: mean accuracy of every evaluated model, K, bytes, time."""
     parts = [f"round {record['round']:>2}"]
     primary = record.get("primary_model")
+    top5 = record.get("mean_top5", {})
     for model, acc in record.get("mean_accuracy", {}).items():
         mark = "*" if model == primary else ""
-        parts.append(f"{model}{mark} {acc:.4f}")
+        extra = f" (top5 {top5[model]:.4f})" if model in top5 else ""
+        parts.append(f"{model}{mark} {acc:.4f}{extra}")
     if "K" in record:
         parts.append(f"K={record['K']}")
     up, down = record.get("bytes_up", {}), record.get("bytes_down", {})

@@ -64,6 +64,10 @@ class SimulationResult:
         return float(np.mean(values)) if values else math.nan
 
 
+class ClientError(RuntimeError):
+    """Client code raised an exception (strict mode)."""
+
+
 class SimulationEngine:
     """Implements the algorithms' `Federation` view over in-memory clients."""
 
@@ -76,7 +80,11 @@ class SimulationEngine:
         device: str = "cpu",
         reporter: Reporter | None = None,
         max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+        strict: bool = True,
     ) -> None:
+        """`strict`: an exception raised by client code stops the run with its traceback
+        (a bug should not silently shrink the federation); otherwise the client is excluded
+        from that step like a client whose payload was rejected."""
         if not clients:
             raise ValueError("a federation needs at least one client")
         ids = [c.id for c in clients]
@@ -97,6 +105,7 @@ class SimulationEngine:
         self._device = str(resolve_device(device))
         self.reporter = reporter or SilentReporter()
         self.max_payload_bytes = max_payload_bytes
+        self.strict = strict
         self._round = 0
         self._reset_round()
 
@@ -135,6 +144,12 @@ class SimulationEngine:
             message = messages[cid]
             self._bytes_down[cid] += P.message_bytes(message)
             reply = self._clients[cid].handle(message)
+            if self.strict and isinstance(reply, P.Reply) and reply.error_kind == "exception":
+                raise ClientError(
+                    f"round {self._round}: client {cid} failed task {message.task!r}: "
+                    f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
+                    "(run with strict=False to exclude failing clients instead)"
+                )
             if isinstance(reply, P.Reply):
                 self._bytes_up[cid] += P.message_bytes(reply)
             spec = P.REPLY_SPECS[message.task] if expect is None else expect
@@ -235,12 +250,17 @@ def simulate(
     seed: int = 0,
     device: str = "cpu",
     progress: bool | Reporter = False,
+    strict: bool = True,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
-    Same seed, clients and algorithm settings give the same metrics on CPU.
+    Same seed, clients and algorithm settings give the same metrics on CPU. `strict=False`
+    excludes clients whose code raises instead of stopping the run.
     """
-    torch.manual_seed(seed)
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    engine = SimulationEngine(clients, public_x, seed=seed, device=device, reporter=reporter)
-    return engine.run(algorithm, rounds)
+    engine = SimulationEngine(
+        clients, public_x, seed=seed, device=device, reporter=reporter, strict=strict
+    )
+    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
+        torch.manual_seed(seed)
+        return engine.run(algorithm, rounds)

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
+from cosmosfl.data.sources import DATASET_NAMES
 
 
 class ConfigError(ValueError):
@@ -172,10 +173,12 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
             raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
         out[key] = value
     try:  # let the algorithm check value ranges and combinations now, before any training
-        algorithm_class(name)(**{k: v for k, v in out.items() if k != "name"})
+        instance = algorithm_class(name)(**{k: v for k, v in out.items() if k != "name"})
     except (TypeError, ValueError) as err:
         raise ConfigError(f"algorithm ({name}): {err}") from None
-    return out
+    # The resolved config names every setting, defaults included, so a run directory's
+    # config.yaml reproduces the run even if a default changes later.
+    return {"name": name, **{key: getattr(instance, key) for key in options}}
 
 
 TOP_LEVEL = ("seed", "rounds", "device", "threads", "data", "clients", "algorithm")
@@ -222,6 +225,13 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
         "allowed: cpu, cuda, mps, auto",
     )
     d = cfg.data
+    known = d.dataset.lower().replace("-", "_") in DATASET_NAMES
+    need(
+        known or d.dataset.endswith(".npz"),
+        "data.dataset",
+        d.dataset,
+        f"allowed: {', '.join(DATASET_NAMES)}, or a path to an .npz file",
+    )
     need(d.num_clients >= 1, "data.num_clients", d.num_clients, "use an integer >= 1")
     need(
         d.partition in ("paper", "dirichlet", "pathological", "iid"),

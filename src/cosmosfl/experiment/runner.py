@@ -31,7 +31,7 @@ from cosmosfl.experiment.summary import summarize
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
-from cosmosfl.models.registry import build_model, model_names
+from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model, model_names
 
 SKLEARN_MODELS = ("logistic_regression", "random_forest")
 
@@ -84,6 +84,12 @@ def make_learner(
             num_classes=num_classes,
         )
     channels, size = dataset.image_shape[0], dataset.image_shape[1]
+    lo, hi = IMAGE_SIZE_RANGE
+    if not lo <= size <= hi:
+        raise ConfigError(
+            f"data.dataset = {cfg.data.dataset!r} has {size} px images; the torch model zoo "
+            f"takes {lo}-{hi} px (resize the data, or use scikit-learn client models)"
+        )
     net = build_model(
         name,
         in_channels=channels,
@@ -143,7 +149,9 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
         seed=derive_seed(cfg.seed, "partition") % 2**32,
         **options,
     )
-    mean, std = channel_stats(dataset.x_train[np.concatenate(part.client_train)])
+    # Standardise with statistics of the public set U: everyone has it, so no client's
+    # private data leaks into the preprocessing of the others.
+    mean, std = channel_stats(dataset.x_train[part.public])
     x_train = prepare_images(dataset.x_train, mean, std)
     x_test = prepare_images(dataset.x_test, mean, std)
     m = dataset.num_classes

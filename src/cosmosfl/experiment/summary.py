@@ -52,6 +52,9 @@ def summarize(
     }
     if "mean_top5" in last:
         summary["final_round"]["mean_top5"] = last["mean_top5"]
+        summary["final_round"]["sem_over_clients_top5"] = {
+            m: _sem(list(v.values())) for m, v in last["top5"].items()
+        }
     if wall_seconds is not None:
         summary["wall_seconds"] = round(wall_seconds, 2)
     if result.clusters is not None:

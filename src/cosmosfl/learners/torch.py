@@ -96,8 +96,11 @@ class TorchLearner(Learner):
         # Dropout and other global-RNG users draw from a stream derived from this learner's own
         # generator, so a call's randomness depends only on the learner's seed and history.
         seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # restores the caller's RNG state after
+            torch.default_generator.manual_seed(seed)
+            if cuda:
+                torch.cuda.default_generators[cuda[0]].manual_seed(seed)
             return step()
 
     # -- the contract ------------------------------------------------------------------------
@@ -155,21 +158,20 @@ class TorchLearner(Learner):
                 if len(idx) < 2 and self._skip_single:
                     continue
                 xb, wb = xs[idx], None if ws is None else ws[idx]
+                clean = self.model(xb)
+                main = kl_to_targets(clean, ts[idx], wb)
+                loss = main
                 if lam > 0:
-                    # One forward over the clean batch and its |S| sampled neighbours.
-                    neighbours = [
-                        self.augmentation(xb, self._generator)
+                    # r_B over |S| sampled neighbours. Each view gets its own forward pass so
+                    # BatchNorm's batch statistics for the main term come from clean x only.
+                    reg = sum(
+                        consistency_loss(
+                            self.model(self.augmentation(xb, self._generator)), clean, wb
+                        )
                         for _ in range(self.consistency_samples)
-                    ]
-                    logits = self.model(torch.cat([xb, *neighbours]))
-                    clean, rest = logits[: len(xb)], logits[len(xb) :]
-                    main = kl_to_targets(clean, ts[idx], wb)
-                    reg = sum(consistency_loss(part, clean, wb) for part in rest.split(len(xb)))
+                    )
                     loss = main + lam * reg
                     total_reg += float(reg.item()) * len(idx)
-                else:
-                    main = kl_to_targets(self.model(xb), ts[idx], wb)
-                    loss = main
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.clip_norm is not None:
