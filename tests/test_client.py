@@ -96,3 +96,21 @@ def test_client_construction_errors():
         Client(1, Recorder(), (x, np.zeros(2)), (x, np.zeros(3)))
     with pytest.raises(ValueError, match="no training data"):
         Client(1, Recorder(), (x[:0], np.zeros(0)), (x, np.zeros(3)))
+
+
+def test_hard_label_prediction_sends_smallest_integer_type():
+    c = client()
+    reply = c.handle(P.Message(P.PREDICT_PUBLIC, {"hard": True}))
+    labels = reply.arrays["labels"]
+    assert labels.dtype == np.uint8 and labels.shape == (4,)
+    assert P.message_bytes(reply) == 4  # one byte per public sample
+    assert P.label_dtype(300) == np.uint16
+
+
+def test_train_local_with_public_labels_trains_on_the_union():
+    c = client()
+    r = c.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 1},
+                           {"public_labels": np.array([0, 1, 2, 0], np.uint8)}))
+    assert r.ok and c.learner.calls[-1] == ("fit", 5 + 4, 1)
+    bad = c.handle(P.Message(P.TRAIN_LOCAL, {}, {"public_labels": np.array([0, 1, 7, 0])}))
+    assert not bad.ok and "[0, 3)" in bad.error

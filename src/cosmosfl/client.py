@@ -85,15 +85,36 @@ class Client:
     def _dispatch(self, message: P.Message) -> P.Reply:
         task, cfg = message.task, message.config
         if task == P.TRAIN_LOCAL:
-            metrics = self.learner.fit(*self.train, epochs=int(cfg.get("epochs", 1)))
-            return P.Reply(task, metrics=metrics)
+            return P.Reply(task, metrics=self._train_local(message))
         if task == P.PREDICT_PUBLIC:
-            return P.Reply(task, arrays={"probs": self.learner.predict_proba(self._public())})
+            probs = self.learner.predict_proba(self._public())
+            if cfg.get("hard", False):  # only the argmax travels (FedCT)
+                labels = probs.argmax(axis=1).astype(P.label_dtype(self.num_classes))
+                return P.Reply(task, arrays={"labels": labels})
+            return P.Reply(task, arrays={"probs": probs})
         if task == P.DISTILL:
             return P.Reply(task, metrics=self._distill(message))
         if task == P.EVALUATE:
             return P.Reply(task, metrics=self.learner.evaluate(*self.test))
         raise ValueError(f"task {task!r} is not served by model-agnostic clients")
+
+    def _train_local(self, message: P.Message) -> dict[str, float]:
+        """Supervised epochs on the private data, plus U with server labels if sent (FedCT)."""
+        x, y = self.train
+        if message.arrays:
+            public = self._public()
+            arrays = P.validate_arrays(
+                message.arrays,
+                P.REQUEST_SPECS[P.TRAIN_LOCAL],
+                {"n": len(public), "m": self.num_classes},
+                client_id=None,
+                task=P.TRAIN_LOCAL,
+                required=False,
+            )
+            if "public_labels" in arrays:
+                x = np.concatenate([x, public])
+                y = np.concatenate([y, arrays["public_labels"].astype(np.int64)])
+        return self.learner.fit(x, y, epochs=int(message.config.get("epochs", 1)))
 
     def _public(self) -> np.ndarray:
         if self.public_x is None:

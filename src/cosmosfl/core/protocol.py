@@ -99,6 +99,18 @@ class ArraySpec:
 
 
 PROBS = ArraySpec(("n", "m"), kind="probs")
+# Hard labels on U (FedCT): the smallest integer type that holds M classes travels.
+LABELS = ArraySpec(("n",), kind="labels")
+HARD_LABELS_REPLY = {"labels": LABELS}
+
+
+def label_dtype(num_classes: int) -> np.dtype:
+    """The smallest unsigned integer type for class labels in [0, num_classes)."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if num_classes - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
 
 # What each task's reply must carry. Algorithms may add expectations per call.
 REPLY_SPECS: dict[str, dict[str, ArraySpec]] = {
@@ -112,6 +124,8 @@ REPLY_SPECS: dict[str, dict[str, ArraySpec]] = {
 
 # What each request may carry, checked by the client before it trains on anything.
 REQUEST_SPECS: dict[str, dict[str, ArraySpec]] = {
+    # Optional: U labelled by the server, trained on together with the private data (FedCT).
+    TRAIN_LOCAL: {"public_labels": LABELS},
     DISTILL: {
         "targets": PROBS,
         "weights": ArraySpec(("n",), kind="weights"),

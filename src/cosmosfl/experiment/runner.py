@@ -227,7 +227,11 @@ def run_experiment(
         "dataset": exp.dataset.name,
         "num_clients": len(exp.clients),
         "client_models": {str(i): n for i, n in enumerate(exp.client_models)},
+        "client_parameters": {str(c.id): _parameter_count(c.learner) for c in exp.clients},
         "public_size": len(exp.public_x),
+        "num_classes": exp.dataset.num_classes,
+        "partition": cfg.data.partition,
+        "alpha": cfg.data.alpha,
     }
     summary = summarize(result, meta, wall_seconds=time.perf_counter() - start)
     if result.clusters is not None:
@@ -236,3 +240,11 @@ def run_experiment(
         run_dir.finish(summary)
     result.summary = summary  # type: ignore[attr-defined]
     return result
+
+
+def _parameter_count(learner: Learner) -> int | None:
+    """Trainable parameters of a torch client (what FedAvg would send); None otherwise."""
+    model = getattr(learner, "model", None)
+    if model is None:
+        return None
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
