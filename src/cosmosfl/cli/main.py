@@ -12,6 +12,9 @@ EPILOG = """examples:
   cosmosfl run                                   # COSMOS on scikit-learn digits (default config)
   cosmosfl run --config configs/cifar10-cpu.yaml --data-dir ../shared/data --out runs/c10
   cosmosfl run rounds=3 algorithm.lam=1.0 data.num_clients=20
+  cosmosfl compare -c configs/default.yaml --algorithms cosmos,local,centralized --seeds 1,2 \
+      --out runs/cmp rounds=3 local.local_epochs=1
+  cosmosfl report runs/cmp                        # table.md/.tex, curves.png, communication.md
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
 """
@@ -43,6 +46,43 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", "-o", help="run directory (default: runs/<algorithm>-seed<seed>)")
     run.add_argument("--force", action="store_true", help="overwrite a finished run directory")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+
+    cmp = sub.add_parser(
+        "compare",
+        help="run several algorithms x seeds on identical splits (resumable), then report",
+        description="Run every algorithm with every seed on the same splits and initial client "
+        "models, into OUT/<algorithm>/seed<k>/; finished runs with the same config are skipped, "
+        "so re-running the command resumes. Ends with the report (see `cosmosfl report`).",
+    )
+    cmp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
+    cmp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
+    cmp.add_argument(
+        "--algorithms",
+        "-a",
+        help="comma-separated names, e.g. cosmos,fedmd,fedct,comet,local,centralized "
+        "(default: all of them)",
+    )
+    cmp.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
+    cmp.add_argument("--out", "-o", default="runs/compare", help="output folder")
+    cmp.add_argument(
+        "--force", action="store_true", help="rerun finished runs whose config changed"
+    )
+    cmp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
+    cmp.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override the base config (rounds=3, algorithm.local_epochs=2) or one algorithm's "
+        "settings (fedmd.distill_epochs=2, comet.num_clusters=5)",
+    )
+
+    report = sub.add_parser(
+        "report",
+        help="tables and plots of the runs under DIR (DIR/<algorithm>/seed<k>/)",
+        description="Write table.md, table.tex, curves.png, communication.md and clusters.png "
+        "into DIR from the finished runs under DIR/<algorithm>/seed<k>/.",
+    )
+    report.add_argument("dir", help="the folder `cosmosfl compare --out` wrote")
 
     part = sub.add_parser("partition", help="show the per-client label distribution of a config")
     _add_config_args(part)
@@ -80,7 +120,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             line += f"  top5 {top5:.4f} ± {sem5:.4f}"
         print(f"{line} (± SEM over clients){tag}")
     if "clusters" in s:
-        line = f"  clusters: K={s['K']}, B0={s['threshold']:.4f}"
+        line = f"  clusters: K={s['K']}"
+        if s.get("threshold") is not None:
+            line += f", B0={s['threshold']:.4f}"
         if "adjusted_rand_index" in s:
             line += f", ARI vs true groups {s['adjusted_rand_index']:.3f}"
         print(line)
@@ -90,6 +132,44 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"down {format_kb(b['down'])}"
     )
     print(f"  {s['seconds_per_round']:.1f} s per round; run directory: {out}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from cosmosfl.experiment.compare import (
+        known_names,
+        parse_algorithms,
+        parse_seeds,
+        plan_compare,
+        run_compare,
+    )
+    from cosmosfl.experiment.config import read_config_file
+
+    raw = read_config_file(args.config) if args.config else {}
+    overrides = list(args.overrides)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    algorithms = parse_algorithms(args.algorithms or ",".join(known_names()))
+    plan = plan_compare(raw, algorithms, parse_seeds(args.seeds), args.out, overrides)
+    print("\n".join(plan.describe()))
+    try:
+        outcome = run_compare(plan, force=args.force, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(
+            "cosmosfl: interrupted; run the same command again to resume "
+            "(finished runs are skipped)",
+            file=sys.stderr,
+        )
+        return 130
+    print(f"\n{len(outcome.ran)} runs done, {len(outcome.skipped)} already finished\n")
+    print(outcome.report.text())
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from cosmosfl.experiment.report import write_report
+
+    print(write_report(args.dir).text())
     return 0
 
 
@@ -120,7 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     from cosmosfl.models import UnknownModelError
 
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "partition": cmd_partition, "show-config": cmd_show_config}
+    handlers = {
+        "run": cmd_run,
+        "compare": cmd_compare,
+        "report": cmd_report,
+        "partition": cmd_partition,
+        "show-config": cmd_show_config,
+    }
     try:
         return handlers[args.command](args)
     except (

@@ -1,0 +1,93 @@
+"""FedMD: heterogeneous federated learning via model distillation (Li & Wang, 2019).
+
+Each round every client sends its soft labels on the public set U; the server averages all of
+them into one consensus; every client *digests* the consensus (distills to it on U) and then
+*revisits* its private data (a few epochs of cross-entropy). No clustering: one consensus for
+everyone. Only soft labels on U cross the wire.
+
+Hyperparameters (source):
+- `pretrain_epochs` = 5: round-1 local training on private data (our E0 convention, as COSMOS).
+  The paper's transfer learning first trains on a *labelled* public set and then on private
+  data; our U is unlabelled, so pre-training uses the private data only.
+- `distill_epochs` = 5: the digest epochs on U (our convention; the paper tunes per dataset).
+- `local_epochs` = 5: the revisit epochs on private data (our convention, as COSMOS).
+- `aggregation` = "mean", `temperature` = 1: the paper averages the clients' scores (sec. 2);
+  T acts on the consensus as in COSMOS (PAPER_NOTES).
+- `trim_fraction` = 0.2: only for `aggregation: trimmed_mean` (same meaning as in COSMOS).
+- `lam` = 0: FedMD has no consistency regulariser r_B (our naming, shared with COSMOS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
+from cosmosfl.core import protocol as P
+from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
+
+
+@dataclass
+class FedMD(Algorithm):
+    """FedMD: communicate → aggregate (one consensus) → digest → revisit, every round."""
+
+    name: ClassVar[str] = "fedmd"
+    primary_model: ClassVar[str] = "client_model"
+
+    pretrain_epochs: int = 5
+    local_epochs: int = 5  # revisit
+    distill_epochs: int = 5  # digest
+    aggregation: str = "mean"
+    trim_fraction: float = 0.2
+    temperature: float = 1.0
+    lam: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_common(self, ("pretrain_epochs", "local_epochs", "distill_epochs"))
+
+    def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
+        record = RoundRecord()
+        if round_num == 1:  # transfer learning, private data only (no labelled public set)
+            with fed.phase("local_training"):
+                message = P.Message(P.TRAIN_LOCAL, {"epochs": self.pretrain_epochs})
+                fed.send(dict.fromkeys(fed.client_ids, message))
+        with fed.phase("prediction"):  # communicate
+            replies = fed.send(dict.fromkeys(fed.client_ids, P.Message(P.PREDICT_PUBLIC)))
+            probs = [np.asarray(replies[cid].arrays["probs"]) for cid in sorted(replies)]
+        with fed.phase("aggregation"):  # aggregate: one consensus over all answering clients
+            consensus = apply_temperature(
+                aggregate(probs, self.aggregation, trim_fraction=self.trim_fraction),
+                self.temperature,
+            )
+        with fed.phase("client_distillation"):  # digest
+            config = {"epochs": self.distill_epochs, "lam": self.lam}
+            digest = P.Message(P.DISTILL, config, {"targets": consensus})
+            fed.send(dict.fromkeys(fed.client_ids, digest))
+        with fed.phase("local_training"):  # revisit
+            revisit = P.Message(P.TRAIN_LOCAL, {"epochs": self.local_epochs})
+            fed.send(dict.fromkeys(fed.client_ids, revisit))
+        with fed.phase("evaluation"):  # the model FedMD deploys: after the revisit
+            record.add_metrics("client_model", evaluate_clients(fed))
+        return record
+
+
+def check_common(algo: Algorithm, epoch_fields: tuple[str, ...]) -> None:
+    """Range checks shared by the model-agnostic baselines (for the fields they have)."""
+    h = algo.hyperparameters()
+    for name in epoch_fields:
+        if isinstance(h[name], bool) or not isinstance(h[name], int) or h[name] < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {h[name]!r}")
+    if "aggregation" in h and h["aggregation"] not in AGGREGATIONS:
+        raise ValueError(
+            f"aggregation {h['aggregation']!r} is not supported; allowed: {', '.join(AGGREGATIONS)}"
+        )
+    if "trim_fraction" in h and not 0 <= h["trim_fraction"] < 0.5:
+        raise ValueError(f"trim_fraction must lie in [0, 0.5), got {h['trim_fraction']}")
+    if "temperature" in h and not (np.isfinite(h["temperature"]) and h["temperature"] >= 0):
+        raise ValueError(
+            f"temperature must be a finite number >= 0 (0 = hard labels), got {h['temperature']}"
+        )
+    if "lam" in h and not (np.isfinite(h["lam"]) and h["lam"] >= 0):
+        raise ValueError(f"lam (λ) must be a finite number >= 0, got {h['lam']}")
