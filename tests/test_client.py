@@ -109,8 +109,9 @@ def test_hard_label_prediction_sends_smallest_integer_type():
 
 def test_train_local_with_public_labels_trains_on_the_union():
     c = client()
-    r = c.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 1},
-                           {"public_labels": np.array([0, 1, 2, 0], np.uint8)}))
+    r = c.handle(
+        P.Message(P.TRAIN_LOCAL, {"epochs": 1}, {"public_labels": np.array([0, 1, 2, 0], np.uint8)})
+    )
     assert r.ok and c.learner.calls[-1] == ("fit", 5 + 4, 1)
     bad = c.handle(P.Message(P.TRAIN_LOCAL, {}, {"public_labels": np.array([0, 1, 7, 0])}))
     assert not bad.ok and "[0, 3)" in bad.error

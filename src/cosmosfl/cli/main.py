@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: all of them)",
     )
     cmp.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
-    cmp.add_argument("--out", "-o", default="runs/compare", help="output folder")
+    cmp.add_argument(
+        "--out", "-o", default="runs/compare", help="output folder (default: runs/compare)"
+    )
     cmp.add_argument(
         "--force", action="store_true", help="rerun finished runs whose config changed"
     )

@@ -1,6 +1,9 @@
-"""Experiments: config schema, runner, run directories and summaries."""
+"""Experiments: config schema, runner, run directories, summaries, comparisons and reports."""
 
+from cosmosfl.experiment.centralized import run_centralized
+from cosmosfl.experiment.compare import plan_compare, run_compare
 from cosmosfl.experiment.config import ConfigError, ExperimentConfig, load_config
+from cosmosfl.experiment.report import write_report
 from cosmosfl.experiment.runner import build_experiment, run_experiment
 from cosmosfl.experiment.summary import summarize, write_run_directory
 
@@ -9,7 +12,11 @@ __all__ = [
     "ExperimentConfig",
     "build_experiment",
     "load_config",
+    "plan_compare",
+    "run_centralized",
+    "run_compare",
     "run_experiment",
     "summarize",
+    "write_report",
     "write_run_directory",
 ]

@@ -122,9 +122,40 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     return cls(**values)
 
 
+def reference_runs() -> dict[str, type]:
+    """Runs accepted in `algorithm.name` that are not federated algorithms (e.g. centralized).
+
+    They are reported beside the algorithms but are not in the algorithm registry, because they
+    may do what no protocol may (the centralized reference pools private data); see
+    experiment/centralized.py. Imported on use: that module builds on the runner.
+    """
+    from cosmosfl.experiment.centralized import REFERENCE_RUNS
+
+    return dict(REFERENCE_RUNS)
+
+
+def _allowed_names() -> str:
+    return (
+        f"{', '.join(sorted(ALGORITHMS))}; "
+        f"reference runs (not federated): {', '.join(sorted(reference_runs()))}"
+    )
+
+
+def settings_class(name: str) -> type:
+    """The class whose fields are the settings of `algorithm.name` (algorithm or reference run)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"algorithm.name = {name!r} must be a name; allowed: {_allowed_names()}")
+    if name in ALGORITHMS:
+        return algorithm_class(name)
+    references = reference_runs()
+    if name in references:
+        return references[name]
+    raise ConfigError(f"algorithm.name = {name!r} is not known; allowed: {_allowed_names()}")
+
+
 def algorithm_options(name: str) -> dict[str, dataclasses.Field]:
     """The config-settable hyperparameters of an algorithm (its init fields with plain types)."""
-    cls = algorithm_class(name)
+    cls = settings_class(name)
     hints = typing.get_type_hints(cls)
     settable = {}
     for f in dataclasses.fields(cls):
@@ -142,16 +173,11 @@ def _type_ok_for_config(hint: Any) -> bool:
 
 def validate_algorithm(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict) or "name" not in raw:
-        raise ConfigError(
-            f"algorithm must be a mapping with a 'name' (one of {', '.join(sorted(ALGORITHMS))})"
-        )
+        raise ConfigError(f"algorithm must be a mapping with a 'name' (one of {_allowed_names()})")
     name = raw["name"]
-    if name not in ALGORITHMS:
-        raise ConfigError(
-            f"algorithm.name = {name!r} is not known; allowed: {', '.join(sorted(ALGORITHMS))}"
-        )
+    cls = settings_class(name)
     options = algorithm_options(name)
-    hints = typing.get_type_hints(algorithm_class(name))
+    hints = typing.get_type_hints(cls)
     unknown = sorted(set(raw) - set(options) - {"name"})
     if unknown:
         raise ConfigError(
@@ -173,7 +199,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
             raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
         out[key] = value
     try:  # let the algorithm check value ranges and combinations now, before any training
-        instance = algorithm_class(name)(**{k: v for k, v in out.items() if k != "name"})
+        instance = cls(**{k: v for k, v in out.items() if k != "name"})
     except (TypeError, ValueError) as err:
         raise ConfigError(f"algorithm ({name}): {err}") from None
     # The resolved config names every setting, defaults included, so a run directory's
@@ -298,16 +324,22 @@ def load_config(
     path: str | Path | None = None, overrides: list[str] | None = None
 ) -> ExperimentConfig:
     """Read a YAML config (or start from the defaults), apply overrides, validate."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from None
+    raw = read_config_file(path) if path is not None else {}
     return config_from_dict(apply_overrides(raw, overrides or []))
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The YAML of a config file as plain data (not yet validated)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        raw = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {str(p)!r} must hold a mapping, got {type(raw).__name__}")
+    return raw
 
 
 def dump_config(cfg: ExperimentConfig) -> str:

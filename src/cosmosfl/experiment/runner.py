@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from cosmosfl.algorithms.base import Algorithm, derive_seed
-from cosmosfl.algorithms.registry import algorithm_class
 from cosmosfl.client import Client
 from cosmosfl.data import (
     ImageDataset,
@@ -25,13 +25,21 @@ from cosmosfl.data import (
 )
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine, SimulationResult
-from cosmosfl.experiment.config import ConfigError, ExperimentConfig
+from cosmosfl.experiment.config import (
+    ConfigError,
+    ExperimentConfig,
+    reference_runs,
+    settings_class,
+)
 from cosmosfl.experiment.rundir import RunDirectory
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model, model_names
+
+if TYPE_CHECKING:
+    from cosmosfl.experiment.centralized import Centralized
 
 SKLEARN_MODELS = ("logistic_regression", "random_forest")
 
@@ -45,7 +53,7 @@ class Experiment:
     partition: Partition
     clients: list[Client]
     public_x: np.ndarray
-    algorithm: Algorithm
+    algorithm: Algorithm | Centralized  # a protocol algorithm, or a reference run
     client_models: list[str]
 
 
@@ -122,11 +130,26 @@ def _check_model_names(names: list[str]) -> None:
         )
 
 
-def build_experiment(cfg: ExperimentConfig) -> Experiment:
-    """Load data, partition it, and build clients and the algorithm, all seeded from cfg.seed."""
-    d = cfg.data
-    names = client_model_names(cfg.clients.models, d.num_clients)
+def check_clients(cfg: ExperimentConfig) -> list[str]:
+    """Checks beyond the schema that need no data: client model names, and what a reference
+    run (e.g. centralized) needs of the clients. Returns one architecture name per client."""
+    names = client_model_names(cfg.clients.models, cfg.data.num_clients)
     _check_model_names(names)
+    reference = reference_runs().get(cfg.algorithm["name"])
+    if reference is not None:
+        reference.check_clients(names)
+    return names
+
+
+def build_experiment(cfg: ExperimentConfig) -> Experiment:
+    """Load data, partition it, and build clients and the algorithm, all seeded from cfg.seed.
+
+    The partition and the clients depend only on the seed and the data/clients sections, never
+    on the algorithm: every algorithm run with the same seed sees the same splits and the same
+    initial client models.
+    """
+    d = cfg.data
+    names = check_clients(cfg)
     dataset = load_dataset(d.dataset, d.data_dir, download=d.download)
     dataset = subsample(
         dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32
@@ -165,7 +188,7 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
             )
         )
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
-    cls = algorithm_class(cfg.algorithm["name"])
+    cls = settings_class(cfg.algorithm["name"])
     if "augmentation" in {f for f in getattr(cls, "__dataclass_fields__", {})}:
         options["augmentation"] = default_augmentation(dataset.natural)
     algorithm = cls(**options)
@@ -212,16 +235,11 @@ def run_experiment(
         f"{cfg.rounds} rounds, seed {cfg.seed}"
     )
     torch.manual_seed(cfg.seed)
-    engine = SimulationEngine(
-        exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
-    )
-    result = SimulationResult(exp.algorithm.name, exp.algorithm.primary_model)
-    with reporter.running(cfg.rounds):
-        for t in range(1, cfg.rounds + 1):
-            record = engine.run_round(exp.algorithm, t, cfg.rounds)
-            result.records.append(record)
-            if run_dir is not None:
-                run_dir.append_record(record)
+    on_record = run_dir.append_record if run_dir is not None else None
+    if isinstance(exp.algorithm, Algorithm):
+        result = _run_federated(exp, exp.algorithm, reporter, on_record)
+    else:  # a reference run (centralized): not a protocol algorithm, see centralized.py
+        result = exp.algorithm.run(exp, cfg.rounds, reporter, on_record=on_record)
     meta = {
         "seed": cfg.seed,
         "dataset": exp.dataset.name,
@@ -239,6 +257,26 @@ def run_experiment(
     if run_dir is not None:
         run_dir.finish(summary)
     result.summary = summary  # type: ignore[attr-defined]
+    return result
+
+
+def _run_federated(
+    exp: Experiment,
+    algorithm: Algorithm,
+    reporter: Reporter,
+    on_record: Callable[[dict[str, Any]], None] | None,
+) -> SimulationResult:
+    cfg = exp.config
+    engine = SimulationEngine(
+        exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
+    )
+    result = SimulationResult(algorithm.name, algorithm.primary_model)
+    with reporter.running(cfg.rounds):
+        for t in range(1, cfg.rounds + 1):
+            record = engine.run_round(algorithm, t, cfg.rounds)
+            result.records.append(record)
+            if on_record is not None:
+                on_record(record)
     return result
 
 

@@ -1,0 +1,280 @@
+"""`cosmosfl compare`: several algorithms × seeds on identical splits, resumable, then a report.
+
+Every run is the base config with the seed set and the `algorithm` section replaced by the
+target algorithm, carrying over each setting of the base algorithm section that the target also
+has (epochs, temperature, ...), so training budgets match COSMOS where they mean the same thing.
+Partition and client initialisation depend only on the seed and the data/clients sections, so
+all algorithms of a seed see the same splits and the same initial client models.
+
+Runs go to `OUT/<algorithm>/seed<k>/`. A finished run whose config equals the one about to run
+is skipped, so an interrupted comparison resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cosmosfl.algorithms.registry import ALGORITHMS
+from cosmosfl.experiment.config import (
+    TOP_LEVEL,
+    ConfigError,
+    ExperimentConfig,
+    algorithm_options,
+    apply_overrides,
+    config_from_dict,
+    dump_config,
+    parse_override,
+    reference_runs,
+)
+from cosmosfl.experiment.report import Report, algorithm_order, write_report
+from cosmosfl.experiment.rundir import CONFIG, SUMMARY, write_atomic
+from cosmosfl.experiment.runner import check_clients, run_experiment
+
+# Same-named settings that are NOT carried over from the base algorithm section, and why.
+# λ weights COSMOS's consistency regulariser r_B; the baselines that accept `lam` have no such
+# term in their papers (default 0), so copying COSMOS's λ would change the baseline itself.
+# Set it per algorithm when wanted, e.g. `fedmd.lam=5`.
+NOT_COPIED = {"lam": "weight of COSMOS's r_B; the baselines have none (default 0)"}
+
+
+def known_names() -> list[str]:
+    """Every name `--algorithms` accepts: registered algorithms and reference runs."""
+    return algorithm_order([*ALGORITHMS, *reference_runs()])
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    algorithm: str
+    seed: int
+    config: ExperimentConfig
+    path: Path
+
+
+@dataclass
+class ComparePlan:
+    """All runs of a comparison, validated, before any of them starts."""
+
+    out: Path
+    base: ExperimentConfig
+    algorithms: list[str]
+    seeds: list[int]
+    settings: dict[str, dict[str, Any]]  # per algorithm: copied + per-algorithm overrides
+    overrides: list[str] = field(default_factory=list)
+    runs: list[PlannedRun] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        """What will run, and which settings each algorithm takes from the base config."""
+        lines = [
+            f"compare: {len(self.algorithms)} algorithms × {len(self.seeds)} seeds = "
+            f"{len(self.runs)} runs into {self.out}"
+        ]
+        for algorithm, settings in self.settings.items():
+            shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
+            lines.append(f"  {algorithm}: {shown}")
+        lines.append(f"  not copied from the base algorithm section: {', '.join(NOT_COPIED)}")
+        return lines
+
+
+def parse_algorithms(text: str) -> list[str]:
+    """`cosmos,fedmd` -> ["cosmos", "fedmd"], checked against the known names."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    allowed = known_names()
+    unknown = [n for n in names if n not in allowed]
+    if not names or unknown:
+        raise ConfigError(
+            f"--algorithms = {text!r}: unknown {', '.join(unknown) or '(empty)'}; "
+            f"allowed: {', '.join(allowed)}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--algorithms = {text!r} names an algorithm twice")
+    return names
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`1,2,3` -> [1, 2, 3]."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--seeds = {text!r} must be comma-separated integers, e.g. 1,2,3"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds = {text!r} must list at least one seed, each once")
+    return seeds
+
+
+def split_overrides(
+    overrides: Sequence[str], algorithms: Sequence[str]
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Separate config overrides (`rounds=3`) from per-algorithm ones (`fedmd.distill_epochs=2`)."""
+    common: list[str] = []
+    per: dict[str, dict[str, Any]] = {a: {} for a in algorithms}
+    names = known_names()
+    for text in overrides:
+        path, value = parse_override(text)
+        head = path[0]
+        if head == "seed":
+            raise ConfigError(f"override {text!r}: the seeds come from --seeds; remove it")
+        if head in TOP_LEVEL:
+            common.append(text)
+            continue
+        if head not in names:
+            raise ConfigError(
+                f"override {text!r}: {head!r} is neither a config key "
+                f"({', '.join(TOP_LEVEL)}) nor an algorithm ({', '.join(names)})"
+            )
+        if head not in per:
+            raise ConfigError(
+                f"override {text!r} is for {head}, which is not in --algorithms "
+                f"({', '.join(algorithms)})"
+            )
+        options = sorted(algorithm_options(head))
+        if len(path) != 2 or path[1] not in options:
+            raise ConfigError(
+                f"override {text!r}: unknown key {'.'.join(path)}; "
+                f"allowed for {head}: {', '.join(f'{head}.{k}' for k in options)}"
+            )
+        per[head][path[1]] = value
+    return common, per
+
+
+def plan_compare(
+    base_raw: dict[str, Any],
+    algorithms: Sequence[str],
+    seeds: Sequence[int],
+    out: str | Path,
+    overrides: Sequence[str] = (),
+) -> ComparePlan:
+    """Build and validate the config of every run (nothing is trained or written)."""
+    algorithms, seeds = list(algorithms), list(seeds)
+    parse_algorithms(",".join(algorithms))
+    parse_seeds(",".join(map(str, seeds)))
+    common, per = split_overrides(overrides, algorithms)
+    base = config_from_dict(apply_overrides(base_raw, common))
+    section = {k: v for k, v in base.algorithm.items() if k != "name"}
+    plan = ComparePlan(Path(out), base, algorithms, seeds, {}, list(overrides))
+    for algorithm in algorithms:
+        options = algorithm_options(algorithm)
+        own = algorithm == base.algorithm["name"]  # the base algorithm keeps all its settings
+        copied = {k: v for k, v in section.items() if k in options and (own or k not in NOT_COPIED)}
+        plan.settings[algorithm] = {**copied, **per[algorithm]}
+        for seed in seeds:
+            raw = base.to_dict()
+            raw["seed"] = seed
+            raw["algorithm"] = {"name": algorithm, **plan.settings[algorithm]}
+            try:
+                cfg = config_from_dict(raw)
+                check_clients(cfg)
+            except ConfigError as err:
+                raise ConfigError(
+                    f"{algorithm} seed {seed}: {err} (settings copied from the base config's "
+                    f"algorithm section: {', '.join(copied) or 'none'}; change one with "
+                    f"{algorithm}.<key>=<value>)"
+                ) from None
+            path = plan.out / algorithm / f"seed{seed}"
+            plan.runs.append(PlannedRun(algorithm, seed, cfg, path))
+    return plan
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and name != "clients.models":
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """`key: old -> new` for every setting that differs (dotted keys)."""
+    a, b = _flatten(old), _flatten(new)
+    missing = object()
+
+    def show(d: dict[str, Any], key: str) -> str:
+        return repr(d[key]) if key in d else "(absent)"
+
+    return [
+        f"{k} = {show(a, k)} there, {show(b, k)} now"
+        for k in sorted(set(a) | set(b))
+        if a.get(k, missing) != b.get(k, missing)
+    ]
+
+
+def run_state(run: PlannedRun) -> tuple[str, list[str]]:
+    """'new', 'unfinished', 'finished' (same config) or 'changed' (with the differences)."""
+    if not (run.path / SUMMARY).is_file():
+        return ("unfinished" if run.path.exists() else "new"), []
+    old_path = run.path / CONFIG
+    old = yaml.safe_load(old_path.read_text()) if old_path.is_file() else {}
+    diffs = config_differences(old or {}, yaml.safe_load(dump_config(run.config)))
+    return ("changed", diffs) if diffs else ("finished", [])
+
+
+@dataclass
+class CompareOutcome:
+    plan: ComparePlan
+    ran: list[PlannedRun]
+    skipped: list[PlannedRun]
+    report: Report
+
+
+def run_compare(
+    plan: ComparePlan,
+    *,
+    force: bool = False,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> CompareOutcome:
+    """Run every planned run not already finished with the same config, then write the report.
+
+    A finished run with a different config stops the comparison before anything runs (the
+    message names the differing keys) unless `force`, which reruns it.
+    """
+    states = [run_state(run) for run in plan.runs]
+    changed = [(run, d) for run, (s, d) in zip(plan.runs, states, strict=True) if s == "changed"]
+    if changed and not force:
+        run, diffs = changed[0]
+        more = f" (and {len(changed) - 1} more finished runs differ)" if len(changed) > 1 else ""
+        raise ConfigError(
+            f"{run.path} holds a finished {run.algorithm} seed {run.seed} run with a different "
+            f"config: {'; '.join(diffs)}{more}. Pass --force to rerun it, or use another --out"
+        )
+    write_atomic(plan.out / "compare.yaml", _compare_yaml(plan))
+    ran, skipped = [], []
+    total = len(plan.runs)
+    for i, (run, (state, _)) in enumerate(zip(plan.runs, states, strict=True), 1):
+        if state == "finished":
+            echo(f"[{i}/{total}] skip {run.algorithm} seed {run.seed}: finished")
+            skipped.append(run)
+            continue
+        echo(f"[{i}/{total}] {run.algorithm} seed {run.seed} ... -> {run.path}")
+        start = time.perf_counter()
+        result = run_experiment(run.config, run.path, progress=progress, force=state == "changed")
+        echo(
+            f"[{i}/{total}] {run.algorithm} seed {run.seed} done in "
+            f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "
+            f"{result.mean_accuracy():.4f}"
+        )
+        ran.append(run)
+    return CompareOutcome(plan, ran, skipped, write_report(plan.out))
+
+
+def _compare_yaml(plan: ComparePlan) -> str:
+    doc = {
+        "algorithms": plan.algorithms,
+        "seeds": plan.seeds,
+        "overrides": plan.overrides,
+        "not_copied": dict(NOT_COPIED),
+        "algorithm_settings": plan.settings,
+        "base": plan.base.to_dict(),
+    }
+    header = "# cosmosfl compare: the base config, algorithms and seeds of this comparison\n"
+    return header + yaml.safe_dump(doc, sort_keys=False)

@@ -1,0 +1,137 @@
+"""The report's figures: accuracy per round (like the paper's Figure 2) and clusters found.
+
+Drawn on matplotlib's Agg canvas without pyplot, so no display and no global state is touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cosmosfl.experiment.report import (
+    COSMOS_CLIENT_LABEL,
+    PROPOSED,
+    RunSet,
+    curve,
+    display_name,
+    model_label,
+    role,
+    title_line,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=120)
+    return path
+
+
+def plot_curves(runset: RunSet, path: str | Path) -> Path:
+    """Mean client accuracy of each algorithm's reported model per round, mean ± SEM over seeds.
+
+    COSMOS's distilled client model f_i^(t,2) is drawn dashed in COSMOS's colour.
+    """
+    from matplotlib import colormaps
+
+    fig = _figure(9.5, 5.0)
+    ax = fig.add_subplot()
+    colours = colormaps["tab10"]
+    longest = 1
+    for i, (algorithm, runs) in enumerate(runset.runs.items()):
+        colour, marker = colours(i % 10), MARKERS[i % len(MARKERS)]
+        reported = str(runs[0].summary.get("reported_model", "client_model"))
+        models = [(reported, ":" if role(algorithm) == "reference" else "-", "")]
+        if algorithm == PROPOSED and reported != "client_model":
+            models.append(("client_model", "--", f", {COSMOS_CLIENT_LABEL[1]}"))
+        for model, style, suffix in models:
+            values = 100 * curve(runs, model)
+            n, length = values.shape
+            longest = max(longest, length)
+            mean = values.mean(axis=0)
+            sem = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(length)
+            rounds = np.arange(1, length + 1)
+            name = display_name(algorithm)
+            if role(algorithm) == "reference":
+                name += " (reference)"
+            if algorithm == PROPOSED and not suffix:
+                name += f", {model_label(model, tex=True)}"
+            # Hollow markers of different shapes keep coinciding curves visible.
+            ax.plot(rounds, mean, style, color=colour, marker=marker, markersize=6,
+                    markerfacecolor="none", label=f"{name}{suffix} (n = {n})")  # fmt: skip
+            ax.fill_between(rounds, mean - sem, mean + sem, color=colour, alpha=0.18, linewidth=0)
+    ax.set_xlabel("communication round")
+    ax.set_ylabel("mean client accuracy, Top-1 (%)")
+    ax.set_xticks(np.arange(1, longest + 1, max(1, longest // 10)))
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{title_line(runset)}\nmean over seeds, band ± SEM", fontsize="medium")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, Path(path))
+
+
+def contingency(clusters: dict[str, int], groups: dict[str, int]) -> tuple[Any, Any, np.ndarray]:
+    """(true groups, clusters, counts[group, cluster]) over the clients present in both."""
+    ids = sorted(set(clusters) & set(groups), key=int)
+    g = sorted({int(groups[i]) for i in ids})
+    k = sorted({int(clusters[i]) for i in ids})
+    counts = np.zeros((len(g), len(k)), dtype=int)
+    for i in ids:
+        counts[g.index(int(groups[i])), k.index(int(clusters[i]))] += 1
+    # Clusters ordered by their majority group: a perfect recovery shows as a diagonal.
+    order = sorted(range(len(k)), key=lambda c: (int(np.argmax(counts[:, c])), k[c]))
+    return g, [k[c] for c in order], counts[:, order]
+
+
+def plot_clusters(runset: RunSet, path: str | Path) -> Path | None:
+    """Clusters found against the true class groups (first seed), one heatmap per algorithm.
+
+    Drawn for every algorithm whose runs record clusters and the true groups (COSMOS, COMET);
+    returns None (and writes nothing) when there is none.
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    panels = []
+    for algorithm, runs in runset.runs.items():
+        s = runs[0].summary
+        if s.get("clusters") and s.get("true_groups"):
+            panels.append((algorithm, runs[0].seed, s))
+    if not panels:
+        return None
+    fig = _figure(4.0 * len(panels) + 0.4, 4.4)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (algorithm, seed, s) in zip(axes, panels, strict=True):
+        g, k, counts = contingency(s["clusters"], s["true_groups"])
+        ids = sorted(set(s["clusters"]) & set(s["true_groups"]), key=int)
+        ari = s.get("adjusted_rand_index")
+        if ari is None:
+            ari = adjusted_rand_score(
+                [s["true_groups"][i] for i in ids], [s["clusters"][i] for i in ids]
+            )
+        ax.imshow(counts, cmap="Blues", vmin=0)  # counts are written in the cells
+        for r in range(len(g)):
+            for c in range(len(k)):
+                dark = counts[r, c] > counts.max() / 2
+                ax.text(c, r, str(counts[r, c]), ha="center", va="center",
+                        color="white" if dark else "black", fontsize="small")  # fmt: skip
+        ax.set_xticks(range(len(k)), [str(x) for x in k])
+        ax.set_yticks(range(len(g)), [str(x) for x in g])
+        ax.set_xlabel("cluster found")
+        ax.set_ylabel("true class group")
+        ax.set_title(f"{display_name(algorithm)} (seed {seed})\nARI = {ari:.3f}, K = {len(k)}")
+    fig.suptitle(f"clusters vs true class groups — {title_line(runset)}", fontsize="medium")
+    return _save(fig, Path(path))
