@@ -21,12 +21,12 @@ demo: $(STAMP)
 	$(VENV)/bin/cosmosfl run --config configs/default.yaml --out runs/demo --force
 
 test: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m ruff check src tests
+	$(PY) -m ruff format --check src tests
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info src/*.egg-info
