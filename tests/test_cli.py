@@ -87,3 +87,28 @@ def test_show_config_prints_resolved_values(request):
     proc = cli("show-config", "-c", "configs/default.yaml", "rounds=7", cwd=request.config.rootpath)
     assert proc.returncode == 0
     assert "rounds: 7" in proc.stdout and "target_clusters: 5" in proc.stdout
+
+
+def test_overrides_may_follow_options(capsys, request, monkeypatch):
+    from cosmosfl.cli.main import main
+
+    monkeypatch.chdir(request.config.rootpath)
+    code = main(
+        [
+            "show-config",
+            "-c",
+            "configs/default.yaml",
+            "seed=4",
+            "--data-dir",
+            "/d",
+            "rounds=2",
+            "data.num_clients=20",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "seed: 4" in out and "rounds: 2" in out and "num_clients: 20" in out
+    assert "data_dir: /d" in out
+    with pytest.raises(SystemExit):
+        main(["show-config", "--bogus"])
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

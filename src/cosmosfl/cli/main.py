@@ -196,12 +196,24 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Like parse_args, but `key=value` overrides may also come after options
+    (`cosmosfl run seed=2 --out runs/x rounds=3`), which argparse alone rejects."""
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a]
+    if stray or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.experiment.config import ConfigError
     from cosmosfl.models import UnknownModelError
 
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)
     handlers = {
         "run": cmd_run,
         "compare": cmd_compare,
