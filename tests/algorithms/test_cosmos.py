@@ -155,42 +155,24 @@ def test_sklearn_and_torch_clients_in_one_federation():
     assert result.clusters is not None and set(result.clusters) == set(range(10))
 
 
+def k_with_threshold(b0):
+    clients, public_x, _ = small_federation()
+    algo = Cosmos(
+        threshold=b0,
+        server_model="mlp",
+        pretrain_epochs=1,
+        local_epochs=1,
+        server_epochs=1,
+        distill_epochs=1,
+    )
+    return simulate(algo, clients, public_x, rounds=1, seed=0).records[0]["K"]
+
+
 def test_threshold_mode_makes_k_an_output():
-    clients, public_x, _ = small_federation()
     # B0 = 0: only identical pseudo-labels are neighbours -> every client alone.
-    alone = simulate(
-        Cosmos(
-            threshold=0.0,
-            target_clusters=None,
-            server_model="mlp",
-            pretrain_epochs=1,
-            local_epochs=1,
-            server_epochs=1,
-            distill_epochs=1,
-        ),
-        clients,
-        public_x,
-        rounds=1,
-        seed=0,
-    )
-    assert alone.records[0]["K"] == 10
-    clients, public_x, _ = small_federation()
-    together = simulate(
-        Cosmos(
-            threshold=2.0,
-            target_clusters=None,
-            server_model="mlp",
-            pretrain_epochs=1,
-            local_epochs=1,
-            server_epochs=1,
-            distill_epochs=1,
-        ),
-        clients,
-        public_x,
-        rounds=1,
-        seed=0,
-    )
-    assert together.records[0]["K"] == 1
+    assert k_with_threshold(0.0) == 10
+    # B0 = 2 is the largest mean l1 distance possible -> one cluster.
+    assert k_with_threshold(2.0) == 1
 
 
 def test_failed_client_is_excluded_not_fatal():
