@@ -211,12 +211,18 @@ def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> di
     }
 
 
+EngineFactory = Callable[[Experiment, Reporter], Any]
+"""Builds the engine that runs the rounds (anything with `run_round(algorithm, t, rounds)`
+returning a record), e.g. the Flower federation; the default is the in-process engine."""
+
+
 def run_experiment(
     cfg: ExperimentConfig,
     out: str | Path | None = None,
     *,
     progress: bool | Reporter = True,
     force: bool = False,
+    engine: EngineFactory | None = None,
 ) -> SimulationResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
@@ -237,7 +243,7 @@ def run_experiment(
     torch.manual_seed(cfg.seed)
     on_record = run_dir.append_record if run_dir is not None else None
     if isinstance(exp.algorithm, Algorithm):
-        result = _run_federated(exp, exp.algorithm, reporter, on_record)
+        result = _run_federated(exp, exp.algorithm, reporter, on_record, engine)
     else:  # a reference run (centralized): not a protocol algorithm, see centralized.py
         result = exp.algorithm.run(exp, cfg.rounds, reporter, on_record=on_record)
     meta = {
@@ -265,11 +271,15 @@ def _run_federated(
     algorithm: Algorithm,
     reporter: Reporter,
     on_record: Callable[[dict[str, Any]], None] | None,
+    engine_factory: EngineFactory | None = None,
 ) -> SimulationResult:
     cfg = exp.config
-    engine = SimulationEngine(
-        exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
-    )
+    if engine_factory is not None:
+        engine = engine_factory(exp, reporter)
+    else:
+        engine = SimulationEngine(
+            exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
+        )
     result = SimulationResult(algorithm.name, algorithm.primary_model)
     with reporter.running(cfg.rounds):
         for t in range(1, cfg.rounds + 1):

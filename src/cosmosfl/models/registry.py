@@ -25,6 +25,7 @@ ModelConstructor = Callable[..., nn.Module]
 
 IMAGE_SIZE_RANGE = (8, 64)
 MAX_SEED = 2**64 - 1
+BUILD_SPEC_ATTR = "_cosmosfl_build_spec"
 
 
 class UnknownModelError(ValueError):
@@ -138,7 +139,17 @@ def build_model(
             f"constructor for model {name!r} returned {type(model).__name__}, "
             "expected a torch.nn.Module"
         )
-    return kaiming_init(model, seed)
+    model = kaiming_init(model, seed)
+    # Lets an engine rebuild the same architecture in another process (Flower's evaluation
+    # of server models on clients' test splits); see `build_spec`.
+    model.__dict__[BUILD_SPEC_ATTR] = {"name": name, **arguments}
+    return model
+
+
+def build_spec(model: nn.Module) -> dict[str, object] | None:
+    """How `build_model` built `model` (name and arguments, no weights); None for other models."""
+    spec = model.__dict__.get(BUILD_SPEC_ATTR)
+    return dict(spec) if spec is not None else None
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -1,0 +1,127 @@
+"""The cosmosfl ClientApp: serves protocol tasks from a Learner on a Flower SuperNode.
+
+Each message carries a batch of protocol messages, handled in order by `Client.handle` — the
+code the in-process engine calls — plus evaluation-only requests for server models. The client
+(its learner, private train/test split and U) is rebuilt from the run's cosmosfl config and the
+node's `partition-id`; the learner's state, RNG included, lives in `context.state` between
+messages, because the deployment runtime starts a fresh process per message and the simulation
+runtime reuses one process for many clients.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from cosmosfl.client import Client
+from cosmosfl.core import protocol as P
+from cosmosfl.engines.flower import codec
+from cosmosfl.engines.flower.settings import AppSettings, partition_id
+from cosmosfl.learners.torch import TorchLearner
+from cosmosfl.models.registry import build_model
+
+STATE_KEY = "cosmosfl.learner"
+
+# Per process: the experiment built from a config text (data, splits, fresh learners) and the
+# initial state of every learner. Never the trained state: that is in `context.state`.
+_EXPERIMENTS: dict[str, tuple[Any, dict[int, Any]]] = {}
+
+ClientHook = Callable[[Client, codec.Item], None]
+"""Called before each item is served (tests use it to make a client fail or stall)."""
+
+
+def load_client(config_text: str, pid: int, settings: AppSettings) -> tuple[Client, Any]:
+    """(the client for partition `pid`, its learner's initial state), cached per process."""
+    if config_text not in _EXPERIMENTS:
+        from cosmosfl.experiment.runner import build_experiment
+
+        cfg = settings.experiment_config()
+        if cfg.threads is not None:
+            torch.set_num_threads(cfg.threads)
+        exp = build_experiment(cfg)
+        for c in exp.clients:
+            c.public_x = exp.public_x
+        initial = {c.id: c.learner.get_state() for c in exp.clients}
+        _EXPERIMENTS[config_text] = (exp, initial)
+    exp, initial = _EXPERIMENTS[config_text]
+    ids = [c.id for c in exp.clients]
+    if pid not in ids:
+        raise ValueError(f"partition-id {pid} is not a client of this config (ids {ids})")
+    return exp.clients[ids.index(pid)], initial[pid]
+
+
+def save_state(state: RecordDict, learner_state: Any) -> None:
+    buffer = io.BytesIO()
+    torch.save(learner_state, buffer)
+    record = ArrayRecord()
+    record["blob"] = Array(np.frombuffer(buffer.getvalue(), dtype=np.uint8).copy())
+    state[STATE_KEY] = record
+
+
+def load_state(state: RecordDict) -> Any | None:
+    if STATE_KEY not in state.array_records:
+        return None
+    blob = state.array_records[STATE_KEY]["blob"].numpy().tobytes()
+    # The node's own state, written by this app on this node: not data from the network.
+    return torch.load(io.BytesIO(blob), weights_only=False)
+
+
+def evaluate_server_model(client: Client, item: codec.ServerEval) -> P.Reply:
+    """h_π(i) on client i's test split: rebuild the server model by registry name."""
+    spec = dict(item.spec)
+    net = build_model(str(spec.pop("name")), **spec, seed=0)  # type: ignore[arg-type]
+    net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in item.arrays.items()})
+    learner = TorchLearner(net, num_classes=client.num_classes)
+    return P.Reply(P.EVALUATE, metrics=learner.evaluate(*client.test))
+
+
+def serve(client: Client, item: codec.Item) -> codec.ItemReply:
+    start = time.perf_counter()
+    if isinstance(item, codec.ServerEval):
+        try:
+            reply = evaluate_server_model(client, item)
+        except Exception as exc:  # reported to the server, which leaves this client out
+            reply = P.Reply(P.EVALUATE, error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+        kind = codec.SERVER_EVAL
+    else:
+        reply, kind = client.handle(item), codec.PROTOCOL
+    return codec.ItemReply(kind, reply, time.perf_counter() - start)
+
+
+def make_client_app(
+    settings: AppSettings | None = None, *, hook: ClientHook | None = None
+) -> ClientApp:
+    """A ClientApp for cosmosfl (the module's `app` reads its settings from the run config);
+    `settings` replace the run config (Python-driven simulation), `hook` is for tests."""
+    app = ClientApp()
+    fixed = settings
+
+    @app.query(codec.ACTION)
+    def query(msg: Message, context: Context) -> Message:
+        settings = fixed or AppSettings.from_run_config(context.run_config)
+        pid = partition_id(context.node_config)
+        batch = codec.decode_batch(msg.content)
+        replies = []
+        if batch.items:  # an empty batch is the server's discovery: it only needs `pid`
+            client, initial = load_client(settings.config_text, pid, settings)
+            saved = load_state(context.state)
+            client.learner.set_state(copy.deepcopy(initial) if saved is None else saved)
+            for item in batch.items:
+                if hook is not None:
+                    hook(client, item)
+                replies.append(serve(client, item))
+            save_state(context.state, client.learner.get_state())
+        return Message(codec.encode_replies(pid, replies), reply_to=msg)
+
+    return app
+
+
+app = make_client_app()

@@ -1,0 +1,370 @@
+"""`FlowerFederation`: the algorithms' `Federation` view over a Flower `Grid`.
+
+It mirrors the in-process engine (engines/simulation.py): one protocol message per client per
+step, every reply validated by core/protocol, payload bytes counted per client and direction,
+rejected payloads recorded, phases timed, one JSON-ready record per round. What differs is the
+network:
+
+- Clients are found by an empty "discovery" message; each answers with its `partition-id`,
+  the stable id used for clusters and metrics (Flower's node ids are random).
+- A round trip costs seconds (SuperNodes poll), so requests whose replies carry no arrays
+  (train_local, distill, evaluate) are queued, not sent: the queue travels with the next message
+  that needs an answer, as one Flower message per client holding the items in order. The
+  replies of a queued request resolve when first read (which sends the queue at once), so an
+  algorithm sees exactly what the in-process engine would give it.
+- A client that does not answer within `reply_timeout` (also the message TTL), whose
+  ClientApp fails, or whose SuperNode is offline is left out of that step and recorded under
+  `missing` in the round's record; the run goes on with the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from flwr.app import Message
+from flwr.serverapp import Grid
+
+from cosmosfl.algorithms.base import Algorithm
+from cosmosfl.core import protocol as P
+from cosmosfl.engines.flower import codec
+from cosmosfl.engines.progress import Reporter, SilentReporter
+from cosmosfl.learners.base import Learner
+from cosmosfl.learners.torch import resolve_device
+from cosmosfl.models.registry import build_spec
+
+
+@dataclass
+class _Ticket:
+    """One `send` (or server evaluation): which clients were asked, and their answers."""
+
+    task: str
+    expect: Mapping[str, P.ArraySpec] | None
+    clients: list[int]
+    replies: dict[int, P.Reply] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+class PendingReplies(Mapping[int, P.Reply]):
+    """The replies to a queued request; reading them sends the queue and waits."""
+
+    def __init__(self, fed: FlowerFederation, ticket: _Ticket) -> None:
+        self._fed, self._ticket = fed, ticket
+
+    def _data(self) -> dict[int, P.Reply]:
+        if not self._ticket.done:
+            self._fed.flush()
+        return dict(sorted(self._ticket.replies.items()))
+
+    def __getitem__(self, cid: int) -> P.Reply:
+        return self._data()[cid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+
+class FlowerFederation:
+    """Implements `Federation` over a Flower Grid (simulation or deployment runtime)."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        public_x: np.ndarray,
+        num_classes: int,
+        *,
+        expected_clients: list[int],
+        seed: int = 0,
+        device: str = "cpu",
+        reporter: Reporter | None = None,
+        reply_timeout: float = 600.0,
+        discovery_timeout: float = 120.0,
+        max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self.grid = grid
+        self._public_x = np.asarray(public_x)
+        self._num_classes = int(num_classes)
+        self._expected = sorted(expected_clients)
+        self._seed = int(seed)
+        self._device = str(resolve_device(device))
+        self.reporter = reporter or SilentReporter()
+        self.reply_timeout = float(reply_timeout)
+        self.discovery_timeout = float(discovery_timeout)
+        self.max_payload_bytes = max_payload_bytes
+        self._nodes: dict[int, int] = {}  # partition id -> Flower node id
+        self._queue: dict[int, list[tuple[_Ticket, codec.Item]]] = defaultdict(list)
+        self._round = 0
+        self._reset_round()
+
+    # -- discovery ---------------------------------------------------------------------------
+    def connect(self, poll_seconds: float = 1.0) -> list[int]:
+        """Find the SuperNodes and the partition id each serves; return the client ids found."""
+        deadline = time.monotonic() + self.discovery_timeout
+        answered: set[int] = set()
+        while True:
+            waiting = [n for n in self.grid.get_node_ids() if n not in answered]
+            if waiting:
+                timeout = max(1.0, min(self.reply_timeout, deadline - time.monotonic()))
+                hello = [self._message(n, codec.Batch([], 0), timeout) for n in waiting]
+                for reply in self.grid.send_and_receive(hello, timeout=timeout):
+                    if reply.has_error():
+                        continue
+                    node = reply.metadata.src_node_id
+                    pid, _ = codec.decode_replies(reply.content)
+                    answered.add(node)
+                    if pid not in self._expected:
+                        self.reporter.log(f"node {node} serves partition {pid}, not in the config")
+                    elif pid in self._nodes:
+                        self.reporter.log(f"node {node} serves partition {pid} again; ignored")
+                    else:
+                        self._nodes[pid] = node
+            if set(self._expected) <= set(self._nodes) or time.monotonic() >= deadline:
+                break
+            time.sleep(poll_seconds)
+        if not self._nodes:
+            raise RuntimeError(
+                f"no client connected within {self.discovery_timeout:.0f} s "
+                f"(expected partition ids {self._expected})"
+            )
+        absent = sorted(set(self._expected) - set(self._nodes))
+        if absent:
+            self.reporter.log(f"starting without clients {absent} (not connected)")
+        self._node_to_client = {n: c for c, n in self._nodes.items()}
+        return self.client_ids
+
+    @property
+    def unconnected(self) -> list[int]:
+        return sorted(set(self._expected) - set(self._nodes))
+
+    # -- Federation --------------------------------------------------------------------------
+    @property
+    def client_ids(self) -> list[int]:
+        return sorted(self._nodes)
+
+    @property
+    def num_classes(self) -> int:
+        return self._num_classes
+
+    @property
+    def public_x(self) -> np.ndarray:
+        return self._public_x
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    def send(
+        self,
+        messages: Mapping[int, P.Message],
+        expect: Mapping[str, P.ArraySpec] | None = None,
+    ) -> dict[int, P.Reply]:
+        task = next(iter(messages.values())).task if messages else P.EVALUATE
+        ticket = _Ticket(task, expect, sorted(messages))
+        for cid in sorted(messages):
+            if cid not in self._nodes:
+                raise KeyError(f"message addressed to unknown client {cid}")
+            self._bytes_down[cid] += P.message_bytes(messages[cid])
+            self._queue[cid].append((ticket, messages[cid]))
+        specs = [P.REPLY_SPECS[m.task] if expect is None else expect for m in messages.values()]
+        if any(specs):  # the caller needs arrays back now
+            self.flush()
+            return dict(sorted(ticket.replies.items()))
+        return PendingReplies(self, ticket)  # type: ignore[return-value]
+
+    def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
+        """h_π(i) on client i's test split: the model's weights travel to client i in an
+        evaluation-only item (counted as `eval_bytes_down`, not as protocol traffic)."""
+        ticket = _Ticket("server_eval", None, [])
+        encoded: dict[int, codec.ServerEval] = {}
+        for cid in sorted(models):
+            if cid not in self._nodes:
+                continue
+            learner = models[cid]
+            if id(learner) not in encoded:
+                item = _server_eval_item(learner)
+                if item is None:
+                    self.log(
+                        f"server model {type(learner).__name__} cannot be rebuilt on clients "
+                        "(only registry models can): h_π(i) is not measured on Flower"
+                    )
+                    return {}
+                encoded[id(learner)] = item
+            item = encoded[id(learner)]
+            ticket.clients.append(cid)
+            self._eval_bytes_down[cid] += P.payload_bytes(item.arrays)
+            self._queue[cid].append((ticket, item))
+        self.flush()
+        return {cid: dict(r.metrics) for cid, r in sorted(ticket.replies.items())}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.reporter.phase(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._seconds[name] += time.perf_counter() - start
+
+    def log(self, text: str) -> None:
+        self.reporter.log(f"round {self._round}: {text}")
+
+    # -- the wire ----------------------------------------------------------------------------
+    def _message(self, node: int, batch: codec.Batch, ttl: float) -> Message:
+        return Message(
+            codec.encode_batch(batch),
+            dst_node_id=node,
+            message_type=codec.MESSAGE_TYPE,
+            ttl=ttl,
+            group_id=str(self._round),
+        )
+
+    def flush(self) -> None:
+        """Send every queued item (one Flower message per client) and wait for the replies."""
+        queued = {cid: items for cid, items in self._queue.items() if items}
+        self._queue = defaultdict(list)
+        if not queued:
+            return
+        self._round_trips += 1
+        online = set(self.grid.get_node_ids())
+        outgoing = []
+        for cid, items in queued.items():
+            if self._nodes[cid] not in online:
+                self._miss(cid, items, "SuperNode offline")
+                continue
+            batch = codec.Batch([item for _, item in items], self._round)
+            outgoing.append(self._message(self._nodes[cid], batch, self.reply_timeout))
+        answered: set[int] = set()
+        for reply in self.grid.send_and_receive(outgoing, timeout=self.reply_timeout):
+            cid = self._node_to_client.get(reply.metadata.src_node_id)
+            if cid is None or cid not in queued or cid in answered:
+                continue
+            answered.add(cid)
+            if reply.has_error():
+                self._miss(cid, queued[cid], f"ClientApp failed: {reply.error.reason}")
+                continue
+            pid, item_replies = codec.decode_replies(reply.content)
+            if pid != cid or len(item_replies) != len(queued[cid]):
+                self._miss(cid, queued[cid], f"malformed reply (partition {pid})")
+                continue
+            for (ticket, _), item_reply in zip(queued[cid], item_replies, strict=True):
+                self._accept(ticket, cid, item_reply)
+        for cid, items in queued.items():
+            if cid not in answered and self._nodes[cid] in online:
+                self._miss(cid, items, f"no reply within {self.reply_timeout:g} s")
+        for ticket in {id(t): t for items in queued.values() for t, _ in items}.values():
+            ticket.done = True
+            if ticket.clients and not ticket.replies and ticket.task != "server_eval":
+                raise RuntimeError(
+                    f"round {self._round}: every client failed task {ticket.task!r}; "
+                    f"first error: {ticket.failures[0] if ticket.failures else 'none'}"
+                )
+
+    def _accept(self, ticket: _Ticket, cid: int, item: codec.ItemReply) -> None:
+        reply = item.reply
+        self._client_seconds[ticket.task][cid] += item.seconds
+        if item.kind == codec.SERVER_EVAL:
+            if reply.ok:
+                ticket.replies[cid] = reply
+            else:
+                self._rejected.append({"client": cid, "task": "server_eval", "reason": reply.error})
+            return
+        self._bytes_up[cid] += P.message_bytes(reply)
+        spec = P.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
+        context = {"n": len(self._public_x), "m": self._num_classes}
+        try:
+            ticket.replies[cid] = P.validate_reply(
+                reply,
+                spec,
+                context,
+                client_id=cid,
+                task=ticket.task,
+                max_bytes=self.max_payload_bytes,
+            )
+        except P.PayloadError as err:
+            ticket.failures.append(str(err))
+            self._rejected.append({"client": cid, "task": ticket.task, "reason": err.reason})
+            self.log(str(err))
+
+    def _miss(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
+        for ticket, _ in items:
+            ticket.failures.append(f"client {cid}: {reason}")
+            self._missing.append({"client": cid, "task": ticket.task, "reason": reason})
+        self.log(f"client {cid} missing from {len(items)} step(s): {reason}")
+
+    # -- rounds ------------------------------------------------------------------------------
+    def _reset_round(self) -> None:
+        self._bytes_up: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
+        self._bytes_down: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
+        self._eval_bytes_down: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
+        self._seconds: dict[str, float] = defaultdict(float)
+        self._client_seconds: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        self._rejected: list[dict[str, Any]] = []
+        self._missing: list[dict[str, Any]] = []
+        self._round_trips = 0
+
+    def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
+        """Run one round of `algorithm` and return its record (the simulation engine's format,
+        plus `missing`, `eval_bytes_down`, `client_seconds` and `round_trips`)."""
+        self._round = round_num
+        self._reset_round()
+        self.reporter.round_start(round_num, rounds)
+        start = time.perf_counter()
+        rec = algorithm.run_round(self, round_num)
+        with self.phase("flush"):
+            self.flush()  # queued steps belong to this round
+        total = time.perf_counter() - start
+        record: dict[str, Any] = {
+            "round": round_num,
+            "algorithm": algorithm.name,
+            "primary_model": algorithm.primary_model,
+            "accuracy": {m: _str_keys(v) for m, v in rec.accuracy.items()},
+            "mean_accuracy": {
+                m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items() if v
+            },
+        }
+        if rec.top5:
+            record["top5"] = {m: _str_keys(v) for m, v in rec.top5.items()}
+            record["mean_top5"] = {
+                m: float(np.mean(list(v.values()))) for m, v in rec.top5.items() if v
+            }
+        for key, value in rec.info.items():
+            record[key] = _str_keys(value) if isinstance(value, dict) else value
+        record["bytes_up"] = _str_keys(self._bytes_up)
+        record["bytes_down"] = _str_keys(self._bytes_down)
+        record["eval_bytes_down"] = _str_keys(self._eval_bytes_down)
+        record["seconds"] = {k: round(v, 4) for k, v in self._seconds.items()}
+        record["seconds"]["total"] = round(total, 4)
+        record["client_seconds"] = {
+            task: {str(c): round(s, 4) for c, s in sorted(v.items())}
+            for task, v in self._client_seconds.items()
+        }
+        record["round_trips"] = self._round_trips
+        record["rejected"] = list(self._rejected)
+        record["missing"] = list(self._missing)
+        self.reporter.round_end(record)
+        return record
+
+
+def _server_eval_item(learner: Learner) -> codec.ServerEval | None:
+    model = getattr(learner, "model", None)
+    spec = build_spec(model) if model is not None else None
+    if spec is None:
+        return None
+    arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}  # type: ignore[union-attr]
+    return codec.ServerEval(spec, arrays)
+
+
+def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:
+    return {str(k): v for k, v in d.items()}

@@ -1,0 +1,102 @@
+"""The cosmosfl ServerApp: builds the algorithm from a cosmosfl config and drives it over
+Flower's Grid with `FlowerFederation`, writing the same run directory as `cosmosfl run`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from cosmosfl.engines.flower.federation import FlowerFederation
+from cosmosfl.engines.flower.settings import AppSettings
+from cosmosfl.engines.progress import Reporter, summary_line
+from cosmosfl.experiment.config import ExperimentConfig
+from cosmosfl.experiment.rundir import RunDirectory
+
+GridHook = Callable[[Grid], Grid]
+"""Wraps the Grid before use (tests record the messages that cross it)."""
+
+
+class LogReporter(Reporter):
+    """One line per round and every log line, on stdout (Flower collects the ServerApp's)."""
+
+    def round_end(self, record: dict[str, Any]) -> None:
+        print(summary_line(record), flush=True)
+
+    def log(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def run_on_grid(
+    grid: Grid,
+    cfg: ExperimentConfig,
+    settings: AppSettings,
+    *,
+    reporter: Reporter | None = None,
+) -> dict[str, Any]:
+    """Run `cfg` over `grid`; returns the summary (also written to `settings.out` if set)."""
+    from cosmosfl.experiment.runner import run_experiment
+
+    engines: list[FlowerFederation] = []
+
+    def make_engine(exp: Any, rep: Reporter) -> FlowerFederation:
+        fed = FlowerFederation(
+            grid,
+            exp.public_x,
+            exp.dataset.num_classes,
+            expected_clients=[c.id for c in exp.clients],
+            seed=cfg.seed,
+            device=cfg.device,
+            reporter=rep,
+            reply_timeout=settings.reply_timeout,
+            discovery_timeout=settings.discovery_timeout,
+        )
+        fed.connect()
+        engines.append(fed)
+        return fed
+
+    result = run_experiment(
+        cfg,
+        settings.out or None,
+        progress=reporter or LogReporter(),
+        force=settings.force,
+        engine=make_engine,
+    )
+    summary: dict[str, Any] = dict(result.summary)  # type: ignore[attr-defined]
+    summary["engine"] = "flower"
+    if engines:
+        summary["clients_never_connected"] = engines[0].unconnected
+    summary["round_trips_per_round"] = float(
+        np.mean([r.get("round_trips", 0) for r in result.records])
+    )
+    if settings.out:
+        RunDirectory(settings.out).finish(summary)  # rewrite with the engine's additions
+    return summary
+
+
+def make_server_app(
+    settings: AppSettings | None = None,
+    *,
+    grid_hook: GridHook | None = None,
+    on_summary: Callable[[dict[str, Any]], None] | None = None,
+) -> ServerApp:
+    """A ServerApp (the module's `app` reads its settings from the run config); `settings`
+    replace the run config (Python-driven simulation, tests)."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        s = settings or AppSettings.from_run_config(context.run_config)
+        cfg = s.experiment_config()
+        summary = run_on_grid(grid_hook(grid) if grid_hook else grid, cfg, s)
+        if on_summary is not None:
+            on_summary(summary)
+
+    return app
+
+
+app = make_server_app()
