@@ -80,11 +80,47 @@ class RoundRecord:
     accuracy: dict[str, dict[int, float]] = field(default_factory=dict)
     top5: dict[str, dict[int, float]] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    # Metrics an engine has not collected yet (see DeferredMetrics); `resolve` reads them.
+    pending: dict[str, DeferredMetrics] = field(default_factory=dict)
 
     def add_metrics(self, model: str, metrics: Mapping[int, Mapping[str, float]]) -> None:
+        if isinstance(metrics, DeferredMetrics):
+            self.accuracy[model] = {}  # keeps the models in the order they were measured
+            self.pending[model] = metrics
+            return
         self.accuracy[model] = {cid: float(m["top1"]) for cid, m in metrics.items()}
         if any("top5" in m for m in metrics.values()):
             self.top5[model] = {cid: float(m["top5"]) for cid, m in metrics.items() if "top5" in m}
+
+    def resolve(self) -> None:
+        """Collect deferred metrics (engines call this before reading the record)."""
+        pending, self.pending = self.pending, {}
+        for model, metrics in pending.items():
+            self.add_metrics(model, dict(metrics.items()))
+
+
+class DeferredMetrics(Mapping[int, Mapping[str, float]]):
+    """Per-client metrics an engine delivers later (Flower batches metric-only requests into
+    the next message to save round trips). Reading it waits for them; `RoundRecord` keeps it
+    unread until the engine resolves the round's record. `read` returns the metrics."""
+
+    def __init__(self, read: Callable[[], Mapping[int, Mapping[str, float]]]) -> None:
+        self._read = read
+        self._value: Mapping[int, Mapping[str, float]] | None = None
+
+    def _data(self) -> Mapping[int, Mapping[str, float]]:
+        if self._value is None:
+            self._value = self._read()
+        return self._value
+
+    def __getitem__(self, cid: int) -> Mapping[str, float]:
+        return self._data()[cid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
 
 
 class Algorithm(ABC):
@@ -118,10 +154,12 @@ class Algorithm(ABC):
 
 def evaluate_clients(
     fed: Federation, client_ids: list[int] | None = None
-) -> dict[int, dict[str, float]]:
+) -> Mapping[int, Mapping[str, float]]:
     """Ask clients to evaluate their own model on their own test split."""
     ids = fed.client_ids if client_ids is None else client_ids
     replies = fed.send({cid: P.Message(P.EVALUATE) for cid in ids})
+    if not isinstance(replies, dict):  # an engine's deferred replies: stay deferred
+        return DeferredMetrics(lambda: {cid: dict(r.metrics) for cid, r in replies.items()})
     return {cid: dict(r.metrics) for cid, r in replies.items()}
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import importlib.util
 
 FLOWER_MISSING = (
-    "the Flower engine needs flwr: pip install 'cosmosfl[flower]' "
-    "(flwr[simulation]>=1.42,<1.43)"
+    "the Flower engine needs flwr: pip install 'cosmosfl[flower]' (flwr[simulation]>=1.42,<1.43)"
 )
 
 

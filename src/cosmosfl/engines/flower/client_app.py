@@ -11,9 +11,13 @@ runtime reuses one process for many clients.
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
+import os
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +25,7 @@ import torch
 from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
+from cosmosfl import __version__
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
@@ -30,32 +35,56 @@ from cosmosfl.models.registry import build_model
 
 STATE_KEY = "cosmosfl.learner"
 
-# Per process: the experiment built from a config text (data, splits, fresh learners) and the
-# initial state of every learner. Never the trained state: that is in `context.state`.
-_EXPERIMENTS: dict[str, tuple[Any, dict[int, Any]]] = {}
+# Per process: (config text, partition id) -> (client with data and learner, the learner's
+# initial state). Never the trained state: that lives in `context.state`.
+_CLIENTS: dict[tuple[str, int], tuple[Client, Any]] = {}
 
 ClientHook = Callable[[Client, codec.Item], None]
 """Called before each item is served (tests use it to make a client fail or stall)."""
 
 
-def load_client(config_text: str, pid: int, settings: AppSettings) -> tuple[Client, Any]:
-    """(the client for partition `pid`, its learner's initial state), cached per process."""
-    if config_text not in _EXPERIMENTS:
-        from cosmosfl.experiment.runner import build_experiment
+def load_client(
+    settings: AppSettings, pid: int, cache_dir: str | None = None
+) -> tuple[Client, Any]:
+    """(the client for partition `pid`, its learner's initial state).
 
-        cfg = settings.experiment_config()
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
-        exp = build_experiment(cfg)
-        for c in exp.clients:
-            c.public_x = exp.public_x
-        initial = {c.id: c.learner.get_state() for c in exp.clients}
-        _EXPERIMENTS[config_text] = (exp, initial)
-    exp, initial = _EXPERIMENTS[config_text]
+    Cached in the process (the simulation runtime reuses processes) and on the node's disk
+    (the deployment runtime starts a process per message: rebuilding every client from the
+    dataset each time would cost seconds).
+    """
+    key = (settings.config_text, pid)
+    if key in _CLIENTS:
+        return _CLIENTS[key]
+    cfg = settings.experiment_config()
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    path = _cache_file(settings.config_text, pid, cache_dir)
+    if path.is_file():
+        # Written by this app on this node, in a directory only this user can write.
+        entry = torch.load(path, weights_only=False)
+        _CLIENTS[key] = (entry["client"], entry["initial"])
+        return _CLIENTS[key]
+    from cosmosfl.experiment.runner import build_experiment
+
+    exp = build_experiment(cfg)
     ids = [c.id for c in exp.clients]
     if pid not in ids:
         raise ValueError(f"partition-id {pid} is not a client of this config (ids {ids})")
-    return exp.clients[ids.index(pid)], initial[pid]
+    for c in exp.clients:
+        c.public_x = exp.public_x
+        _CLIENTS[(settings.config_text, c.id)] = (c, c.learner.get_state())
+    client, initial = _CLIENTS[key]
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    torch.save({"client": client, "initial": initial}, tmp)
+    os.replace(tmp, path)
+    return client, initial
+
+
+def _cache_file(config_text: str, pid: int, cache_dir: str | None) -> Path:
+    base = Path(cache_dir or Path(tempfile.gettempdir()) / f"cosmosfl-flower-{os.getuid()}")
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    digest = hashlib.sha256(f"{__version__}\n{config_text}".encode()).hexdigest()[:20]
+    return base / f"{digest}-client{pid}.pt"
 
 
 def save_state(state: RecordDict, learner_state: Any) -> None:
@@ -89,7 +118,9 @@ def serve(client: Client, item: codec.Item) -> codec.ItemReply:
         try:
             reply = evaluate_server_model(client, item)
         except Exception as exc:  # reported to the server, which leaves this client out
-            reply = P.Reply(P.EVALUATE, error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+            reply = P.Reply(
+                P.EVALUATE, error=f"{type(exc).__name__}: {exc}", error_kind="exception"
+            )
         kind = codec.SERVER_EVAL
     else:
         reply, kind = client.handle(item), codec.PROTOCOL
@@ -111,7 +142,8 @@ def make_client_app(
         batch = codec.decode_batch(msg.content)
         replies = []
         if batch.items:  # an empty batch is the server's discovery: it only needs `pid`
-            client, initial = load_client(settings.config_text, pid, settings)
+            cache = context.node_config.get("cache-dir")
+            client, initial = load_client(settings, pid, str(cache) if cache else None)
             saved = load_state(context.state)
             client.learner.set_state(copy.deepcopy(initial) if saved is None else saved)
             for item in batch.items:

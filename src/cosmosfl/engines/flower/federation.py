@@ -30,7 +30,7 @@ import numpy as np
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from cosmosfl.algorithms.base import Algorithm
+from cosmosfl.algorithms.base import Algorithm, DeferredMetrics
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.progress import Reporter, SilentReporter
@@ -184,8 +184,9 @@ class FlowerFederation:
         return PendingReplies(self, ticket)  # type: ignore[return-value]
 
     def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
-        """h_π(i) on client i's test split: the model's weights travel to client i in an
-        evaluation-only item (counted as `eval_bytes_down`, not as protocol traffic)."""
+        """h_π(i) on client i's test split: the model's weights (as they are now) travel to
+        client i in an evaluation-only item, counted as `eval_bytes_down`, not as protocol
+        traffic. Deferred like metric-only requests: the item joins the next message."""
         ticket = _Ticket("server_eval", None, [])
         encoded: dict[int, codec.ServerEval] = {}
         for cid in sorted(models):
@@ -205,8 +206,13 @@ class FlowerFederation:
             ticket.clients.append(cid)
             self._eval_bytes_down[cid] += P.payload_bytes(item.arrays)
             self._queue[cid].append((ticket, item))
-        self.flush()
-        return {cid: dict(r.metrics) for cid, r in sorted(ticket.replies.items())}
+
+        def read() -> dict[int, dict[str, float]]:
+            if not ticket.done:
+                self.flush()
+            return {cid: dict(r.metrics) for cid, r in sorted(ticket.replies.items())}
+
+        return DeferredMetrics(read)  # type: ignore[return-value]
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -324,6 +330,7 @@ class FlowerFederation:
         rec = algorithm.run_round(self, round_num)
         with self.phase("flush"):
             self.flush()  # queued steps belong to this round
+        rec.resolve()
         total = time.perf_counter() - start
         record: dict[str, Any] = {
             "round": round_num,

@@ -1,0 +1,284 @@
+"""A local Flower deployment for testing: our own SuperLink and SuperNodes on 127.0.0.1.
+
+Every process is started here and stopped here (also on error and Ctrl-C), with the processes
+they spawned (ServerApp, ClientApps, SuperExec): `flwr run` against Flower's built-in "local"
+SuperLink would leave a detached SuperLink behind. Flower state, logs and the CLI config live
+in a private work directory (FLWR_HOME), never in the user's ~/.flwr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CONNECTION = "cosmosfl-local"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def flower_env(flwr_home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        FLWR_HOME=str(flwr_home),
+        FLWR_TELEMETRY_ENABLED="0",
+        FLWR_DISABLE_UPDATE_CHECK="1",
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+    )
+    return env
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids, from /proc (Linux); empty elsewhere."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue
+        ppid = int(text[text.rindex(")") + 2 :].split()[1])
+        tree.setdefault(ppid, []).append(int(entry.parent.name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+class LocalDeployment:
+    """SuperLink + N SuperNodes on 127.0.0.1 (insecure: for local testing only)."""
+
+    def __init__(
+        self,
+        work_dir: str | Path,
+        num_supernodes: int,
+        *,
+        log: Callable[[str], None] = print,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        if num_supernodes < 1:
+            raise ValueError(f"num_supernodes must be >= 1, got {num_supernodes}")
+        self.work = Path(work_dir).resolve()
+        self.num_supernodes = num_supernodes
+        self.log = log
+        self.startup_timeout = startup_timeout
+        self.flwr_home = self.work / "flwr-home"
+        self.env = flower_env(self.flwr_home)
+        self.bin = Path(sys.executable).parent
+        # Flower spawns its helpers (flower-superexec, flwr-serverapp, ...) by name.
+        self.env["PATH"] = os.pathsep.join([str(self.bin), self.env.get("PATH", "")])
+        self.port = 0
+        self.superlink: subprocess.Popen[bytes] | None = None
+        self.supernodes: list[subprocess.Popen[bytes]] = []
+        self._started: list[subprocess.Popen[bytes]] = []
+
+    # -- processes ---------------------------------------------------------------------------
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        logfile = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [str(self.bin / args[0]), *args[1:]],
+            env=self.env,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # our own process group: Ctrl-C reaches us, not them
+        )
+        logfile.close()
+        self._started.append(proc)
+        return proc
+
+    def start(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.flwr_home.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.superlink = self._spawn(
+            "superlink",
+            [
+                "flower-superlink",
+                "--insecure",
+                "--isolation",
+                "subprocess",
+                "--disable-runtime-dependency-installation",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+        )
+        self._wait_for_port(self.port, self.superlink, "superlink")
+        (self.flwr_home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
+        )
+        for i in range(self.num_supernodes):
+            self.supernodes.append(
+                self._spawn(
+                    f"supernode-{i}",
+                    [
+                        "flower-supernode",
+                        "--insecure",
+                        "--superlink",
+                        f"127.0.0.1:{self.port}",
+                        "--node-config",
+                        f"partition-id={i} num-partitions={self.num_supernodes}",
+                        "--port",
+                        str(free_port()),
+                    ],
+                )
+            )
+        self.log(
+            f"SuperLink on 127.0.0.1:{self.port} and {self.num_supernodes} SuperNodes "
+            f"(logs in {self.work})"
+        )
+
+    def _wait_for_port(self, port: int, proc: subprocess.Popen[bytes], name: str) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}: {self.tail(name)}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError(f"{name} did not listen on port {port} in {self.startup_timeout} s")
+
+    def tail(self, name: str, lines: int = 20) -> str:
+        path = self.work / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def kill_supernode(self, index: int) -> None:
+        """Kill SuperNode `index` and its ClientApps at once (a node lost mid-run)."""
+        proc = self.supernodes[index]
+        for pid in [*descendants(proc.pid), proc.pid]:
+            _signal(pid, signal.SIGKILL)
+        proc.wait()
+
+    def all_pids(self) -> list[int]:
+        """Every live process started here, with its descendants."""
+        pids = []
+        for proc in self._started:
+            if proc.poll() is None:
+                pids.append(proc.pid)
+            pids.extend(descendants(proc.pid))
+        return [p for p in dict.fromkeys(pids) if _alive(p)]
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop everything started here, children first collected so none is orphaned."""
+        pids = self.all_pids()
+        for pid in pids:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            for proc in self._started:
+                proc.poll()
+            time.sleep(0.2)
+        for pid in pids:
+            if _alive(pid):
+                _signal(pid, signal.SIGKILL)
+        for proc in self._started:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+    def __enter__(self) -> LocalDeployment:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- runs --------------------------------------------------------------------------------
+    def flwr(self, *args: str, timeout: float = 120.0) -> str:
+        done = subprocess.run(
+            [str(self.bin / "flwr"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"flwr {args[0]} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+        return done.stdout
+
+    def submit(self, app_dir: str | Path, run_config: dict[str, Any] | None = None) -> int:
+        """`flwr run` the app; returns the run id."""
+        args = ["run", str(Path(app_dir).resolve()), CONNECTION, "--format", "json"]
+        if run_config:
+            import tomli_w
+
+            overrides = self.work / "run-config.toml"
+            overrides.write_text(tomli_w.dumps(run_config))
+            args += ["--run-config", str(overrides)]
+        out = _json_tail(self.flwr(*args))
+        if not out.get("success"):
+            raise RuntimeError(f"flwr run did not start the run: {out}")
+        return int(out["run-id"])
+
+    def status(self, run_id: int) -> str:
+        out = _json_tail(self.flwr("ls", CONNECTION, "--run-id", str(run_id), "--format", "json"))
+        runs = out.get("runs", [])
+        return str(runs[0]["status"]) if runs else "unknown"
+
+    def wait(
+        self,
+        run_id: int,
+        timeout: float,
+        poll: float = 2.0,
+        on_poll: Callable[[], None] | None = None,
+    ) -> str:
+        """Wait for the run to finish; returns Flower's final status (e.g. finished:completed)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(run_id)
+            if status.startswith("finished"):
+                return status
+            if on_poll is not None:
+                on_poll()
+            time.sleep(poll)
+        raise TimeoutError(f"run {run_id} did not finish within {timeout:.0f} s")
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _json_tail(text: str) -> dict[str, Any]:
+    """The JSON object the flwr CLI prints last (it may print log lines before it)."""
+    start = text.find("{")
+    if start < 0:
+        raise RuntimeError(f"no JSON in flwr output: {text[-2000:]}")
+    return json.loads(text[start:])
