@@ -138,6 +138,7 @@ class FlowerFederation:
         if absent:
             self.reporter.log(f"starting without clients {absent} (not connected)")
         self._node_to_client = {n: c for c, n in self._nodes.items()}
+        self._reset_round()
         return self.client_ids
 
     @property
