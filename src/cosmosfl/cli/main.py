@@ -17,6 +17,8 @@ EPILOG = """examples:
   cosmosfl report runs/cmp                        # table.md/.tex, curves.png, communication.md
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
+  cosmosfl flower simulate --out runs/flower rounds=2   # on Flower's simulation runtime
+  cosmosfl flower local --out runs/flower-local rounds=2  # own SuperLink + SuperNodes
 """
 
 
@@ -92,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show-config", help="print the fully resolved config")
     _add_config_args(show)
+
+    from cosmosfl.cli import flower
+
+    flower.add_parser(sub, _add_config_args)
     return parser
 
 
@@ -189,6 +195,12 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_flower(args: argparse.Namespace) -> int:
+    from cosmosfl.cli import flower
+
+    return flower.run(args, _load(args))
+
+
 def cmd_show_config(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import dump_config
 
@@ -220,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": cmd_report,
         "partition": cmd_partition,
         "show-config": cmd_show_config,
+        "flower": cmd_flower,
     }
     try:
         return handlers[args.command](args)

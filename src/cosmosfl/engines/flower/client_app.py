@@ -127,13 +127,35 @@ def serve(client: Client, item: codec.Item) -> codec.ItemReply:
     return codec.ItemReply(kind, reply, time.perf_counter() - start)
 
 
+ClientFactory = Callable[[Context], Client]
+"""Builds this node's client (learner, private data, test split, `public_x` = U) from the
+Flower context, e.g. from files named in `context.node_config`."""
+
+
 def make_client_app(
-    settings: AppSettings | None = None, *, hook: ClientHook | None = None
+    settings: AppSettings | None = None,
+    *,
+    hook: ClientHook | None = None,
+    client_factory: ClientFactory | None = None,
 ) -> ClientApp:
-    """A ClientApp for cosmosfl (the module's `app` reads its settings from the run config);
-    `settings` replace the run config (Python-driven simulation), `hook` is for tests."""
+    """A ClientApp for cosmosfl. The module's `app` builds its client from the run's cosmosfl
+    config and the node's partition id; `settings` replace the run config (Python-driven
+    simulation); `client_factory` replaces the config-built client with your own (your model,
+    your data: its id must be the node's partition id); `hook` is for tests."""
     app = ClientApp()
     fixed = settings
+    own: dict[int, tuple[Client, Any]] = {}
+
+    def own_client(context: Context, pid: int) -> tuple[Client, Any]:
+        if pid not in own:
+            client = client_factory(context)  # type: ignore[misc]
+            if client.id != pid or client.public_x is None:
+                raise ValueError(
+                    f"client_factory must return the client with id {pid} (the partition id) "
+                    f"and its public set U attached (public_x); got id {client.id}"
+                )
+            own[pid] = (client, client.learner.get_state())
+        return own[pid]
 
     @app.query(codec.ACTION)
     def query(msg: Message, context: Context) -> Message:
@@ -142,8 +164,11 @@ def make_client_app(
         batch = codec.decode_batch(msg.content)
         replies = []
         if batch.items:  # an empty batch is the server's discovery: it only needs `pid`
-            cache = context.node_config.get("cache-dir")
-            client, initial = load_client(settings, pid, str(cache) if cache else None)
+            if client_factory is not None:
+                client, initial = own_client(context, pid)
+            else:
+                cache = context.node_config.get("cache-dir")
+                client, initial = load_client(settings, pid, str(cache) if cache else None)
             saved = load_state(context.state)
             client.learner.set_state(copy.deepcopy(initial) if saved is None else saved)
             for item in batch.items:

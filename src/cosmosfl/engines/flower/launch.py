@@ -74,7 +74,7 @@ def _alive(pid: int) -> bool:
 
 
 class LocalDeployment:
-    """SuperLink + N SuperNodes on 127.0.0.1 (insecure: for local testing only)."""
+    """SuperLink + N SuperNodes on 127.0.0.1, insecure unless `tls` (for local testing)."""
 
     def __init__(
         self,
@@ -83,7 +83,14 @@ class LocalDeployment:
         *,
         log: Callable[[str], None] = print,
         startup_timeout: float = 120.0,
+        tls: bool = False,
+        supernode_auth: bool = False,
     ) -> None:
+        """`tls`: certificates from `certs.write_tls_certificates` secure every connection to
+        the SuperLink; `supernode_auth` (needs `tls`): only SuperNodes whose public keys were
+        registered with `flwr supernode register` may connect."""
+        if supernode_auth and not tls:
+            raise ValueError("SuperNode authentication needs TLS (tls=True)")
         if num_supernodes < 1:
             raise ValueError(f"num_supernodes must be >= 1, got {num_supernodes}")
         self.work = Path(work_dir).resolve()
@@ -99,6 +106,9 @@ class LocalDeployment:
         self.superlink: subprocess.Popen[bytes] | None = None
         self.supernodes: list[subprocess.Popen[bytes]] = []
         self._started: list[subprocess.Popen[bytes]] = []
+        self.tls, self.supernode_auth = tls, supernode_auth
+        self.certs = self.work / "certificates"
+        self.keys = self.work / "keys"
 
     # -- processes ---------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
@@ -119,11 +129,27 @@ class LocalDeployment:
         self.work.mkdir(parents=True, exist_ok=True)
         self.flwr_home.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        if self.tls:
+            from cosmosfl.engines.flower.certs import write_tls_certificates
+
+            write_tls_certificates(self.certs)
+            security = [
+                "--ssl-ca-certfile",
+                str(self.certs / "ca.crt"),
+                "--ssl-certfile",
+                str(self.certs / "server.pem"),
+                "--ssl-keyfile",
+                str(self.certs / "server.key"),
+            ]
+            if self.supernode_auth:
+                security.append("--enable-supernode-auth")
+        else:
+            security = ["--insecure"]
         self.superlink = self._spawn(
             "superlink",
             [
                 "flower-superlink",
-                "--insecure",
+                *security,
                 "--isolation",
                 "subprocess",
                 "--disable-runtime-dependency-installation",
@@ -134,30 +160,41 @@ class LocalDeployment:
             ],
         )
         self._wait_for_port(self.port, self.superlink, "superlink")
+        connection = (
+            f'root-certificates = "{self.certs / "ca.crt"}"\n' if self.tls else "insecure = true\n"
+        )
         (self.flwr_home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
+            f'address = "127.0.0.1:{self.port}"\n{connection}'
         )
         for i in range(self.num_supernodes):
-            self.supernodes.append(
-                self._spawn(
-                    f"supernode-{i}",
-                    [
-                        "flower-supernode",
-                        "--insecure",
-                        "--superlink",
-                        f"127.0.0.1:{self.port}",
-                        "--node-config",
-                        f"partition-id={i} num-partitions={self.num_supernodes}",
-                        "--port",
-                        str(free_port()),
-                    ],
-                )
-            )
+            self.supernodes.append(self._spawn(f"supernode-{i}", self._supernode_args(i)))
         self.log(
             f"SuperLink on 127.0.0.1:{self.port} and {self.num_supernodes} SuperNodes "
             f"(logs in {self.work})"
         )
+
+    def _supernode_args(self, i: int) -> list[str]:
+        args = ["flower-supernode"]
+        if self.tls:
+            args += ["--root-certificates", str(self.certs / "ca.crt")]
+        else:
+            args += ["--insecure"]
+        if self.supernode_auth:
+            from cosmosfl.engines.flower.certs import write_supernode_keys
+
+            private, public = write_supernode_keys(self.keys, f"supernode-{i}")
+            self.flwr("supernode", "register", str(public), CONNECTION)
+            args += ["--auth-supernode-private-key", str(private)]
+        return [
+            *args,
+            "--superlink",
+            f"127.0.0.1:{self.port}",
+            "--node-config",
+            f"partition-id={i} num-partitions={self.num_supernodes}",
+            "--port",
+            str(free_port()),
+        ]
 
     def _wait_for_port(self, port: int, proc: subprocess.Popen[bytes], name: str) -> None:
         deadline = time.monotonic() + self.startup_timeout

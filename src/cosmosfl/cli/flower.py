@@ -1,0 +1,169 @@
+"""`cosmosfl flower app | simulate | local`: run cosmosfl configs on Flower."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cosmosfl.experiment.config import ConfigError
+
+DESCRIPTION = """Run a cosmosfl config on Flower (needs `pip install 'cosmosfl[flower]'`).
+
+  app       write a Flower app directory (pyproject.toml) for a config, for `flwr run`
+  simulate  run the config on Flower's simulation runtime (Ray), in this process
+  local     start a SuperLink and one SuperNode per client on 127.0.0.1, run the config,
+            and stop every process it started (for testing a deployment on one machine)
+
+All three write the run directory format of `cosmosfl run` (see docs/flower.md)."""
+
+
+def add_parser(sub: Any, add_config_args: Any) -> None:
+    flower = sub.add_parser(
+        "flower",
+        help="run a config on Flower (app / simulate / local deployment)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fsub = flower.add_subparsers(dest="flower_command", required=True)
+
+    app = fsub.add_parser("app", help="write a Flower app's pyproject.toml for a config")
+    add_config_args(app)
+    app.add_argument("--dir", "-d", required=True, help="app directory to write")
+    app.add_argument("--out", "-o", default="", help="run directory the ServerApp writes")
+    _add_timeouts(app)
+
+    sim = fsub.add_parser("simulate", help="run on Flower's simulation runtime (Ray)")
+    add_config_args(sim)
+    sim.add_argument("--out", "-o", required=True, help="run directory")
+    sim.add_argument("--force", action="store_true", help="overwrite a finished run directory")
+    sim.add_argument("--num-cpus", type=int, help="CPUs Ray may use (default: all, <= clients)")
+
+    local = fsub.add_parser(
+        "local", help="SuperLink + SuperNodes on 127.0.0.1: run, then stop them all"
+    )
+    add_config_args(local)
+    local.add_argument("--out", "-o", required=True, help="run directory")
+    local.add_argument("--force", action="store_true", help="overwrite a finished run directory")
+    local.add_argument(
+        "--supernodes", type=int, help="SuperNodes to start (default: data.num_clients)"
+    )
+    local.add_argument("--work", help="folder for logs and Flower state (default: a temp dir)")
+    local.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds before the run is abandoned"
+    )
+    _add_timeouts(local)
+
+
+def _add_timeouts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reply-timeout", type=float, default=600.0, help="seconds to wait for a reply")
+    p.add_argument(
+        "--discovery-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for all clients to connect",
+    )
+
+
+def run(args: argparse.Namespace, cfg: Any) -> int:
+    from cosmosfl.engines.flower import FLOWER_MISSING, flower_available
+
+    if not flower_available():
+        raise ConfigError(FLOWER_MISSING)
+    handler = {"app": _app, "simulate": _simulate, "local": _local}[args.flower_command]
+    return handler(args, cfg)
+
+
+def _run_config(args: argparse.Namespace, out: str) -> dict[str, Any]:
+    for name in ("reply_timeout", "discovery_timeout"):
+        if not getattr(args, name) > 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    return {
+        "out": str(Path(out).resolve()) if out else "",
+        "force": bool(getattr(args, "force", False)),
+        "reply-timeout": float(args.reply_timeout),
+        "discovery-timeout": float(args.discovery_timeout),
+    }
+
+
+def _app(args: argparse.Namespace, cfg: Any) -> int:
+    from cosmosfl.engines.flower.app import write_app
+
+    path = write_app(args.dir, cfg, **_run_config(args, args.out))
+    print(f"wrote {path}")
+    print(f"run it with: flwr run {args.dir} <superlink connection>  (see docs/flower.md)")
+    return 0
+
+
+def _simulate(args: argparse.Namespace, cfg: Any) -> int:
+    from cosmosfl.engines.flower.simulation import simulate_on_flower
+
+    summary = simulate_on_flower(cfg, args.out, force=args.force, num_cpus=args.num_cpus)
+    _print_summary(summary, args.out)
+    return 0
+
+
+def _local(args: argparse.Namespace, cfg: Any) -> int:
+    from cosmosfl.engines.flower.app import write_app
+    from cosmosfl.engines.flower.launch import LocalDeployment
+    from cosmosfl.engines.progress import summary_line
+    from cosmosfl.experiment.rundir import RunDirectory, read_summary
+
+    out = Path(args.out).resolve()
+    if RunDirectory(out).finished and not args.force:
+        raise ConfigError(
+            f"{out} already holds a finished run (summary.json exists); "
+            "choose another --out or pass --force to overwrite it"
+        )
+    nodes = args.supernodes or cfg.data.num_clients
+    if nodes < 1:
+        raise ConfigError(f"--supernodes must be >= 1, got {nodes}")
+    work = Path(args.work or tempfile.mkdtemp(prefix="cosmosfl-flower-")).resolve()
+    app_dir = write_app(work / "app", cfg, **_run_config(args, str(out))).parent
+    shown = 0
+
+    def show_progress() -> None:
+        nonlocal shown
+        metrics = out / "metrics.jsonl"
+        lines = metrics.read_text().splitlines() if metrics.exists() else []
+        for line in lines[shown:]:
+            print(summary_line(json.loads(line)), flush=True)
+        shown = max(shown, len(lines))
+
+    start = time.perf_counter()
+    deployment = LocalDeployment(work, nodes)
+    try:
+        deployment.start()
+        run_id = deployment.submit(app_dir)
+        print(f"run {run_id} submitted; waiting (Ctrl-C stops everything)", flush=True)
+        status = deployment.wait(run_id, args.timeout, on_poll=show_progress)
+        show_progress()
+    except KeyboardInterrupt:
+        print("cosmosfl: interrupted; stopping the SuperLink and SuperNodes", file=sys.stderr)
+        return 130
+    finally:
+        deployment.stop()
+    print(f"Flower run {run_id}: {status} in {time.perf_counter() - start:.0f} s (logs: {work})")
+    if not status.endswith("completed") or not RunDirectory(out).finished:
+        print(f"cosmosfl: the run did not complete; see {work}/superlink.log", file=sys.stderr)
+        return 1
+    _print_summary(read_summary(out), str(out))
+    return 0
+
+
+def _print_summary(summary: dict[str, Any], out: str) -> None:
+    final = summary["final_round"]
+    print(f"final round {summary['rounds']} ({summary['algorithm']} on Flower), mean over clients:")
+    for model, acc in final["mean_accuracy"].items():
+        tag = "  <- reported" if model == summary["reported_model"] else ""
+        print(f"  {model:<14} top1 {acc:.4f}{tag}")
+    if "clusters" in summary:
+        print(f"  clusters: K={summary['K']}")
+    print(
+        f"  {summary['seconds_per_round']:.1f} s per round, "
+        f"{summary.get('round_trips_per_round', 0):.0f} round trips per round; run directory: {out}"
+    )
