@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
@@ -74,8 +75,10 @@ def test_tls_and_supernode_authentication(tmp_path) -> None:  # type: ignore[no-
     app = write_app(tmp_path / "app", cfg, out=str(out), **{"reply-timeout": 120.0}).parent
     with LocalDeployment(tmp_path / "work", 2, tls=True, supernode_auth=True) as dep:
         status = dep.wait(dep.submit(app), timeout=1200)
-        superlink_log = dep.tail("superlink", lines=400)
+        assert dep.superlink is not None and "--insecure" not in dep.superlink.args
+        assert all("--insecure" not in node.args for node in dep.supernodes)
+        with pytest.raises(httpx.HTTPError):  # plain HTTP is not served: TLS only
+            httpx.get(f"http://127.0.0.1:{dep.port}/", timeout=10)
     assert status == "finished:completed"
     assert len(read_records(out)) == 1
     assert (tmp_path / "work" / "keys" / "supernode-0.pub").read_text().startswith("ecdsa-sha2")
-    assert "insecure" not in superlink_log.lower() or "--insecure" not in superlink_log

@@ -7,6 +7,8 @@ Flower's own simulation runtime is test_flower_simulation.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,48 @@ def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
     client.learner.set_state(client_app._CLIENTS[(dump_config(cfg), 1)][1])  # scramble
     again = dict(fed.send({0: P.Message(P.PREDICT_PUBLIC)}))[0].arrays["probs"]
     np.testing.assert_array_equal(again, trained)
+
+
+def test_app_pyproject_is_valid_for_flower_and_the_example_is_current(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import tomllib
+
+    from flwr.common.config import validate_config
+
+    from cosmosfl.cli.main import main
+    from cosmosfl.engines.flower.settings import DEFAULTS
+
+    repo = Path(__file__).resolve().parents[3]
+    default = str(repo / "configs" / "default.yaml")
+    assert main(["flower", "app", "-c", default, "--dir", str(tmp_path)]) == 0
+    written = (tmp_path / "pyproject.toml").read_text()
+    config = tomllib.loads(written)
+    ok, errors, _ = validate_config(config, check_module=True, project_dir=tmp_path)
+    assert ok, errors
+    run_config = config["tool"]["flwr"]["app"]["config"]
+    assert set(run_config) == set(DEFAULTS)  # every key the apps read is declared
+    assert (
+        load_config("configs/default.yaml")
+        == AppSettings.from_run_config(run_config).experiment_config()
+    )
+    example = repo / "examples" / "flower" / "pyproject.toml"
+    assert example.read_text() == written, (
+        "examples/flower/pyproject.toml is stale: rerun "
+        "`cosmosfl flower app -c configs/default.yaml --dir examples/flower`"
+    )
+
+
+def test_client_factory_serves_a_user_built_client() -> None:
+    cfg = load_config(None, SMALL)
+    exp = build_experiment(cfg)
+    for c in exp.clients:
+        c.public_x = exp.public_x
+
+    def factory(context):  # type: ignore[no-untyped-def]
+        return exp.clients[int(context.node_config["partition-id"])]
+
+    grid = LoopbackGrid(make_client_app(settings_for(cfg), client_factory=factory), 4)
+    fed = federation(cfg, grid)
+    replies = dict(fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids}))
+    for cid, reply in replies.items():
+        expected = exp.clients[cid].learner.predict_proba(exp.public_x)
+        np.testing.assert_array_equal(reply.arrays["probs"], expected)
