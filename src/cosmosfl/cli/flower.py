@@ -102,6 +102,7 @@ def _app(args: argparse.Namespace, cfg: Any) -> int:
 def _simulate(args: argparse.Namespace, cfg: Any) -> int:
     from cosmosfl.engines.flower.simulation import simulate_on_flower
 
+    _refuse_finished(Path(args.out), args.force)
     summary = simulate_on_flower(cfg, args.out, force=args.force, num_cpus=args.num_cpus)
     _print_summary(summary, args.out)
     return 0
@@ -114,11 +115,7 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
     from cosmosfl.experiment.rundir import RunDirectory, read_summary
 
     out = Path(args.out).resolve()
-    if RunDirectory(out).finished and not args.force:
-        raise ConfigError(
-            f"{out} already holds a finished run (summary.json exists); "
-            "choose another --out or pass --force to overwrite it"
-        )
+    _refuse_finished(out, args.force)
     nodes = args.supernodes or cfg.data.num_clients
     if nodes < 1:
         raise ConfigError(f"--supernodes must be >= 1, got {nodes}")
@@ -153,6 +150,17 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
         return 1
     _print_summary(read_summary(out), str(out))
     return 0
+
+
+def _refuse_finished(out: Path, force: bool) -> None:
+    """Checked here because the ServerApp runs where its errors become Flower's log lines."""
+    from cosmosfl.experiment.rundir import RunDirectory
+
+    if RunDirectory(out).finished and not force:
+        raise ConfigError(
+            f"{out} already holds a finished run (summary.json exists); "
+            "choose another --out or pass --force to overwrite it"
+        )
 
 
 def _print_summary(summary: dict[str, Any], out: str) -> None:

@@ -253,6 +253,7 @@ class FlowerFederation:
             batch = codec.Batch([item for _, item in items], self._round)
             outgoing.append(self._message(self._nodes[cid], batch, self.reply_timeout))
         answered: set[int] = set()
+        start = time.monotonic()
         for reply in self.grid.send_and_receive(outgoing, timeout=self.reply_timeout):
             cid = self._node_to_client.get(reply.metadata.src_node_id)
             if cid is None or cid not in queued or cid in answered:
@@ -267,9 +268,13 @@ class FlowerFederation:
                 continue
             for (ticket, _), item_reply in zip(queued[cid], item_replies, strict=True):
                 self._accept(ticket, cid, item_reply)
+        waited = time.monotonic() - start
         for cid, items in queued.items():
             if cid not in answered and self._nodes[cid] in online:
-                self._miss(cid, items, f"no reply within {self.reply_timeout:g} s")
+                # Flower stops waiting early for messages it knows cannot be answered.
+                self._miss(
+                    cid, items, f"no reply (waited {waited:.0f} of {self.reply_timeout:g} s)"
+                )
         for ticket in {id(t): t for items in queued.values() for t, _ in items}.values():
             ticket.done = True
             if ticket.clients and not ticket.replies and ticket.task != "server_eval":
