@@ -260,3 +260,27 @@ def test_client_factory_serves_a_user_built_client() -> None:
     for cid, reply in replies.items():
         expected = exp.clients[cid].learner.predict_proba(exp.public_x)
         np.testing.assert_array_equal(reply.arrays["probs"], expected)
+
+
+def test_a_server_model_outside_the_registry_is_not_measured_but_the_round_runs() -> None:
+    """h_π(i) needs the cluster model rebuilt on the client: unknown architectures are
+    reported as unmeasured (empty), never guessed."""
+    import dataclasses
+
+    import torch
+
+    from cosmosfl.learners.torch import TorchLearner
+
+    cfg = load_config(None, [*SMALL, "rounds=1"])
+    grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
+    fed = federation(cfg, grid)
+
+    def custom(shape, num_classes, seed):  # type: ignore[no-untyped-def]
+        net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, num_classes))
+        return TorchLearner(net, num_classes=num_classes, seed=seed)
+
+    algorithm = dataclasses.replace(build_experiment(cfg).algorithm, server_learner=custom)
+    record = fed.run_round(algorithm, 1, 1)
+    assert record["accuracy"]["cluster_model"] == {}
+    assert set(record["accuracy"]["client_model"]) == {"0", "1", "2", "3"}
+    assert all(v == 0 for v in record["eval_bytes_down"].values())

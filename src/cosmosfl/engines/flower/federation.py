@@ -189,21 +189,20 @@ class FlowerFederation:
         client i in an evaluation-only item, counted as `eval_bytes_down`, not as protocol
         traffic. Deferred like metric-only requests: the item joins the next message."""
         ticket = _Ticket("server_eval", None, [])
-        encoded: dict[int, codec.ServerEval] = {}
-        for cid in sorted(models):
-            if cid not in self._nodes:
-                continue
-            learner = models[cid]
-            if id(learner) not in encoded:
-                item = _server_eval_item(learner)
-                if item is None:
-                    self.log(
-                        f"server model {type(learner).__name__} cannot be rebuilt on clients "
-                        "(only registry models can): h_π(i) is not measured on Flower"
-                    )
-                    return {}
-                encoded[id(learner)] = item
-            item = encoded[id(learner)]
+        encoded: dict[int, codec.ServerEval | None] = {}
+        targets = [cid for cid in sorted(models) if cid in self._nodes]
+        for cid in targets:
+            if id(models[cid]) not in encoded:
+                encoded[id(models[cid])] = _server_eval_item(models[cid])
+        if any(item is None for item in encoded.values()):
+            self.log(
+                "a server model cannot be rebuilt on clients (only registry models can): "
+                "h_π(i) is not measured on Flower"
+            )
+            return {}
+        for cid in targets:
+            item = encoded[id(models[cid])]
+            assert item is not None
             ticket.clients.append(cid)
             self._eval_bytes_down[cid] += P.payload_bytes(item.arrays)
             self._queue[cid].append((ticket, item))
