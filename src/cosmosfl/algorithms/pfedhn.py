@@ -21,6 +21,12 @@ Hyperparameters (source: the paper and its official code, AvivSham/pFedHN
 - `pretrain_epochs` = 5, `local_epochs` = 5: the client's local training of θ_i (our
   conventions, with the client's Adam; the official code runs 50 inner SGD steps, lr 5e-3).
 
+Deviation in initialisation: each output head's bias starts at the template model's weights
+(the lowest-id client's initial model) and its weight matrix at 0.01 × the default
+initialisation, so every client starts near a properly initialised model. The official target
+network has no BatchNorm; with default head initialisation the generated BatchNorm scales
+start near 0 instead of 1 and the generated model does not train.
+
 Deviations: the official code updates φ after each sampled client, one client per step, for
 5,000 steps. Here all clients train each round, then φ takes one step per answering client in
 id order, using Δθ_i measured against the θ_i it was sent (after the first step φ has moved,
@@ -58,6 +64,7 @@ from cosmosfl.core import protocol as P
 
 STATISTICS = ("running_mean", "running_var")
 CLIP_NORM = 50.0
+HEAD_INIT_SCALE = 0.01
 
 
 class HyperNetwork(nn.Module):
@@ -66,12 +73,13 @@ class HyperNetwork(nn.Module):
     def __init__(
         self,
         num_clients: int,
-        shapes: dict[str, tuple[int, ...]],
+        initial: dict[str, np.ndarray],
         embed_dim: int,
         hidden_dim: int,
         hidden_layers: int,
     ) -> None:
         super().__init__()
+        shapes = {n: tuple(a.shape) for n, a in initial.items()}
         self.shapes = shapes
         self.embeddings = nn.Embedding(num_clients, embed_dim)
         layers: list[nn.Module] = [nn.Linear(embed_dim, hidden_dim)]
@@ -82,6 +90,12 @@ class HyperNetwork(nn.Module):
         self.heads = nn.ModuleList(
             nn.Linear(hidden_dim, int(np.prod(s)) if s else 1) for s in shapes.values()
         )
+        # Start every client at the template model (bias = its weights) with a small
+        # client-dependent part: generated BatchNorm scales must start near 1, not near 0.
+        with torch.no_grad():
+            for head, array in zip(self.heads, initial.values(), strict=True):
+                head.bias.copy_(torch.from_numpy(np.asarray(array, np.float32).ravel()))
+                head.weight.mul_(HEAD_INIT_SCALE)
 
     def forward(self, index: int) -> dict[str, torch.Tensor]:
         features = self.mlp(self.embeddings(torch.tensor([index]))).squeeze(0)
@@ -125,13 +139,13 @@ class PFedHN(Algorithm):
     def _build(self, fed: Federation) -> None:
         fetched, _ = fetch_weights(fed, fed.client_ids, self.name, None)
         template = check_same_architecture(fetched, self.name)
-        shapes = {n: tuple(a.shape) for n, a in template.items() if not n.endswith(STATISTICS)}
+        initial = {n: a for n, a in template.items() if not n.endswith(STATISTICS)}
         self._index = {cid: i for i, cid in enumerate(fed.client_ids)}
         embed = self.embed_dim or int(1 + len(self._index) / 4)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(fed.seed, self.name) % 2**63)
             self._hn = HyperNetwork(
-                len(self._index), shapes, embed, self.hidden_dim, self.hidden_layers
+                len(self._index), initial, embed, self.hidden_dim, self.hidden_layers
             )
         self._opt = torch.optim.SGD(
             self._hn.parameters(), lr=self.hn_lr, momentum=0.9, weight_decay=self.hn_weight_decay
@@ -208,12 +222,12 @@ class PFedHN(Algorithm):
         if not state:
             return
         template = {n: np.asarray(a) for n, a in state["template"].items()}
-        shapes = {n: tuple(a.shape) for n, a in template.items() if not n.endswith(STATISTICS)}
+        initial = {n: a for n, a in template.items() if not n.endswith(STATISTICS)}
         self._index = {int(c): int(i) for c, i in state["index"].items()}
         hn_state = {k: torch.from_numpy(np.asarray(v)) for k, v in state["hypernetwork"].items()}
         embed = int(hn_state["embeddings.weight"].shape[1])
         self._hn = HyperNetwork(
-            len(self._index), shapes, embed, self.hidden_dim, self.hidden_layers
+            len(self._index), initial, embed, self.hidden_dim, self.hidden_layers
         )
         self._hn.load_state_dict(hn_state)
         self._opt = torch.optim.SGD(
