@@ -30,8 +30,9 @@ PARAMETER_TRAIN_KEYS = frozenset(
 def _torch_learner(learner: Learner, client_id: int, what: str) -> TorchLearner:
     if not isinstance(learner, TorchLearner):
         raise TypeError(
-            f"client {client_id}: {what} needs model parameters, which only torch client "
-            f"models have ({type(learner).__name__} has none); parameter-sharing algorithms "
+            f"client {client_id}: {what} is not served: it needs model parameters, which only "
+            f"torch client models have ({type(learner).__name__} has none); parameter-sharing "
+            "algorithms "
             "(fedavg, fedprox, ditto, fedbabu, fedselect, pfedck, pfedhn) need torch clients "
             "of one architecture"
         )
