@@ -23,7 +23,16 @@ CLIENT_WEIGHTS = ("uniform", "label-prior")
 # train_local config keys of the parameter-sharing baselines; without them a client trains
 # exactly as model-agnostic algorithms expect.
 PARAMETER_TRAIN_KEYS = frozenset(
-    {"slot", "init_from", "prox_mu", "prox_to", "freeze", "distill_from", "kd_weight"}
+    {
+        "slot",
+        "init_from",
+        "prox_mu",
+        "prox_to",
+        "freeze",
+        "distill_from",
+        "kd_weight",
+        "recalibrate_bn",
+    }
 )
 
 
@@ -190,6 +199,8 @@ class Client:
         if PARAMETER_TRAIN_KEYS & set(message.config):
             x, y = self.train
             learner = _torch_learner(self.slot(message.config), self.id, P.TRAIN_LOCAL)
+            if message.config.get("recalibrate_bn", False):  # statistics only, no training
+                return learner.recalibrate_batchnorm(x)
             options = self._train_options(message.config)
             return learner.fit(x, y, epochs=int(message.config.get("epochs", 1)), **options)
         x, y = self.train

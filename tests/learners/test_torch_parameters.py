@@ -136,3 +136,20 @@ def test_parameter_tasks_on_a_sklearn_client_are_a_clear_error():
     for message in (P.Message(P.GET_WEIGHTS), P.Message(P.TRAIN_LOCAL, {"slot": "global"})):
         reply = c.handle(message)
         assert not reply.ok and "SklearnLearner has none" in reply.error
+
+
+def test_batchnorm_recalibration_recomputes_statistics_for_the_current_weights():
+    x, _ = data()
+    lrn = learner()
+    bn = lrn.model.features[1]
+    bn.running_mean.fill_(5.0)
+    bn.running_var.fill_(100.0)
+    before = params(lrn)
+    lrn.recalibrate_batchnorm(x)
+    with torch.no_grad():
+        out = lrn.model.features[0](torch.from_numpy(x))
+    torch.testing.assert_close(bn.running_mean, out.mean(dim=(0, 2, 3)))
+    torch.testing.assert_close(bn.running_var, out.var(dim=(0, 2, 3), unbiased=True))
+    assert bn.momentum == 0.1  # restored
+    for n, p in lrn.model.named_parameters():  # no training
+        assert torch.equal(p, before[n])

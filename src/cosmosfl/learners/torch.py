@@ -235,6 +235,28 @@ class TorchLearner(Learner):
             for name, array in weights.items():
                 state[name].copy_(torch.as_tensor(np.asarray(array)).to(state[name].dtype))
 
+    @torch.no_grad()
+    def recalibrate_batchnorm(self, x: np.ndarray) -> dict[str, float]:
+        """Recompute BatchNorm running statistics for the current weights from `x` (one pass,
+        exact averages, no training): needed when weights were set from outside (pFedHN)."""
+        norms = [m for m in self.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            return {"recalibrated": 0.0}
+        momenta = [m.momentum for m in norms]
+        self.model.eval()
+        for m in norms:
+            m.reset_running_stats()
+            m.momentum = None  # cumulative average over the pass
+            m.train()
+        try:
+            for chunk in torch.as_tensor(np.asarray(x)).split(self.eval_batch_size):
+                self.model(chunk.to(self.device, torch.float32))
+        finally:
+            for m, momentum in zip(norms, momenta, strict=True):
+                m.momentum = momentum
+            self.model.eval()
+        return {"recalibrated": float(len(norms))}
+
     def clone(self, seed: int) -> TorchLearner:
         """An independent copy (same weights and settings) with its own random stream."""
         return TorchLearner(
