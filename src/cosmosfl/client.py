@@ -8,14 +8,44 @@ protocol allows (soft labels on the public set, scalar metrics).
 from __future__ import annotations
 
 import traceback
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cosmosfl.core import protocol as P
 from cosmosfl.learners.base import Learner
+from cosmosfl.learners.torch import TorchLearner
 
 CLIENT_WEIGHTS = ("uniform", "label-prior")
+# train_local config keys of the parameter-sharing baselines; without them a client trains
+# exactly as model-agnostic algorithms expect.
+PARAMETER_TRAIN_KEYS = frozenset(
+    {
+        "slot",
+        "init_from",
+        "prox_mu",
+        "prox_to",
+        "freeze",
+        "distill_from",
+        "kd_weight",
+        "recalibrate_bn",
+    }
+)
+
+
+def _torch_learner(learner: Learner, client_id: int, what: str) -> TorchLearner:
+    if not isinstance(learner, TorchLearner):
+        raise TypeError(
+            f"client {client_id}: {what} is not served: it needs model parameters, which only "
+            f"torch client models have ({type(learner).__name__} has none); parameter-sharing "
+            "algorithms "
+            "(fedavg, fedprox, ditto, fedbabu, fedselect, pfedck, pfedhn) need torch clients "
+            "of one architecture"
+        )
+    return learner
 
 
 def _check_xy(name: str, data: tuple[np.ndarray, np.ndarray], client_id: int) -> None:
@@ -57,6 +87,9 @@ class Client:
     train: tuple[np.ndarray, np.ndarray]
     test: tuple[np.ndarray, np.ndarray]
     public_x: np.ndarray | None = field(default=None, repr=False)
+    # Extra models for parameter-sharing baselines (Ditto's global copy, pFedCK's interactive
+    # model, FedBABU's fine-tuned head), created on first use from `learner`; see `slot`.
+    slots: dict[str, Learner] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         _check_xy("train", self.train, self.id)
@@ -95,11 +128,81 @@ class Client:
         if task == P.DISTILL:
             return P.Reply(task, metrics=self._distill(message))
         if task == P.EVALUATE:
-            return P.Reply(task, metrics=self.learner.evaluate(*self.test))
+            return P.Reply(task, metrics=self.slot(cfg).evaluate(*self.test))
+        if task == P.GET_WEIGHTS:
+            weights = _torch_learner(self.slot(cfg), self.id, task).get_weights()
+            return P.Reply(task, arrays=weights, metrics={"num_samples": float(len(self.train[0]))})
+        if task == P.SET_WEIGHTS:
+            self._set_weights(message)
+            return P.Reply(task)
         raise ValueError(f"task {task!r} is not served by model-agnostic clients")
+
+    # -- model slots and parameter tasks (homogeneous-architecture baselines) -----------------
+    def slot(self, config: Mapping[str, P.Scalar] | str = "") -> Learner:
+        """The learner a task addresses: config["slot"] names an extra model ("" = `learner`).
+
+        An extra slot starts as a copy of `learner` (same weights, its own random stream).
+        """
+        name = config if isinstance(config, str) else str(config.get("slot", ""))
+        if not name:
+            return self.learner
+        if name not in self.slots:
+            base = _torch_learner(self.learner, self.id, f"slot {name!r}")
+            # A seed of its own, stable across runs, so the slot's shuffles differ from learner's.
+            seed = (base.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
+            self.slots[name] = base.clone(seed)
+        return self.slots[name]
+
+    def _set_weights(self, message: P.Message) -> None:
+        learner = _torch_learner(self.slot(message.config), self.id, P.SET_WEIGHTS)
+        own = learner.get_weights()
+        arrays = P.validate_arrays(
+            message.arrays, P.weights_spec(own), {}, client_id=None, task=P.SET_WEIGHTS
+        )
+        learner.set_weights(arrays)
+
+    def _train_options(self, cfg: Mapping[str, P.Scalar]) -> dict[str, Any]:
+        """fit() options of parameter-sharing baselines, from message config keys."""
+        options: dict[str, Any] = {}
+        if "init_from" in cfg:  # start from another slot's weights (FedBABU fine-tuning)
+            source = _torch_learner(self.slot(str(cfg["init_from"])), self.id, P.TRAIN_LOCAL)
+            _torch_learner(self.slot(cfg), self.id, P.TRAIN_LOCAL).set_weights(source.get_weights())
+        if float(cfg.get("prox_mu", 0.0)) > 0:
+            options["prox_mu"] = float(cfg["prox_mu"])
+            if "prox_to" in cfg:  # reference = another slot's current weights (Ditto)
+                ref = _torch_learner(self.slot(str(cfg["prox_to"])), self.id, P.TRAIN_LOCAL)
+                options["prox_ref"] = dict(ref.model.named_parameters())
+        if cfg.get("freeze", ""):
+            options["freeze"] = str(cfg["freeze"])
+        if "distill_from" in cfg:  # pFedCK: KD from another slot's predictions
+            options["teacher"] = _torch_learner(
+                self.slot(str(cfg["distill_from"])), self.id, P.TRAIN_LOCAL
+            )
+            options["kd_weight"] = float(cfg.get("kd_weight", 1.0))
+            options["kd_temperature"] = float(cfg.get("kd_temperature", 1.0))
+        return options
+
+    def get_state(self) -> dict[str, Any]:
+        """The learner's state and every slot's (for checkpoints)."""
+        return {
+            "learner": self.learner.get_state(),
+            "slots": {name: learner.get_state() for name, learner in self.slots.items()},
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.learner.set_state(state["learner"])
+        for name, learner_state in state.get("slots", {}).items():
+            self.slot(name).set_state(learner_state)
 
     def _train_local(self, message: P.Message) -> dict[str, float]:
         """Supervised epochs on the private data, plus U with server labels if sent (FedCT)."""
+        if PARAMETER_TRAIN_KEYS & set(message.config):
+            x, y = self.train
+            learner = _torch_learner(self.slot(message.config), self.id, P.TRAIN_LOCAL)
+            if message.config.get("recalibrate_bn", False):  # statistics only, no training
+                return learner.recalibrate_batchnorm(x)
+            options = self._train_options(message.config)
+            return learner.fit(x, y, epochs=int(message.config.get("epochs", 1)), **options)
         x, y = self.train
         if message.arrays:
             public = self._public()

@@ -89,11 +89,13 @@ class ArraySpec:
     """What a named array in a message must look like.
 
     `shape` entries are ints or names resolved from a context (e.g. "n" = |U|, "m" = classes);
-    None means any size. `kind` is "probs" (finite, non-negative rows summing to 1), "labels"
-    (integers in [0, m)), "weights" (finite, non-negative) or "any" (finite floats).
+    None means any size; `shape=None` accepts any number of dimensions (model weights whose
+    shapes the server learns from the first reply). `kind` is "probs" (finite, non-negative
+    rows summing to 1), "labels" (integers in [0, m)), "weights" (finite, non-negative) or
+    "any" (finite floats).
     """
 
-    shape: tuple[int | str | None, ...]
+    shape: tuple[int | str | None, ...] | None
     kind: str = "any"
     dtypes: tuple[str, ...] = ("float32", "float64", "float16")
 
@@ -102,6 +104,10 @@ PROBS = ArraySpec(("n", "m"), kind="probs")
 # Hard labels on U (FedCT): the smallest integer type that holds M classes travels.
 LABELS = ArraySpec(("n",), kind="labels")
 HARD_LABELS_REPLY = {"labels": LABELS}
+
+# In a spec mapping, this key validates every array whose name the mapping does not list:
+# parameter replies carry one array per model tensor, named by the client's state_dict.
+ANY_NAME = "*"
 
 
 def label_dtype(num_classes: int) -> np.dtype:
@@ -163,7 +169,11 @@ def validate_array(
             raise fail(f"dtype {array.dtype} is not an integer type")
     elif str(array.dtype) not in spec.dtypes:
         raise fail(f"dtype {array.dtype} not allowed (allowed: {', '.join(spec.dtypes)})")
-    expected = tuple(_resolve(d, context) for d in spec.shape)
+    expected = (
+        tuple(_resolve(d, context) for d in spec.shape)
+        if spec.shape is not None
+        else (None,) * array.ndim
+    )
     if array.ndim != len(expected) or any(
         e is not None and e != s for e, s in zip(expected, array.shape, strict=True)
     ):
@@ -201,7 +211,14 @@ def validate_arrays(
     required: bool = True,
     max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> dict[str, np.ndarray]:
-    """Validate every array named in `specs`; unexpected names are rejected too."""
+    """Validate every array named in `specs`; unexpected names are rejected too.
+
+    A spec under `ANY_NAME` validates every array not named otherwise (nothing is unexpected).
+    """
+    wildcard = specs.get(ANY_NAME)
+    specs = {k: v for k, v in specs.items() if k != ANY_NAME}
+    if wildcard is not None:
+        specs.update({name: wildcard for name in arrays if name not in specs})
     unexpected = sorted(set(arrays) - set(specs))
     if unexpected:
         raise PayloadError(client_id, task, f"unexpected arrays {unexpected}")
@@ -250,3 +267,16 @@ def validate_reply(
         if not isinstance(value, int | float) or not math.isfinite(float(value)):
             raise PayloadError(client_id, task, f"metric {key!r} is not a finite number: {value!r}")
     return reply
+
+
+# Model parameters (get_weights / set_weights) travel as float32, one array per tensor.
+WEIGHT_DTYPES = ("float32",)
+WEIGHTS_ANY = {ANY_NAME: ArraySpec(None, kind="any", dtypes=WEIGHT_DTYPES)}
+
+
+def weights_spec(template: Mapping[str, np.ndarray]) -> dict[str, ArraySpec]:
+    """Exact spec for a weights payload: the names and shapes of `template`, float32, finite."""
+    return {
+        name: ArraySpec(tuple(int(d) for d in np.shape(a)), kind="any", dtypes=WEIGHT_DTYPES)
+        for name, a in template.items()
+    }

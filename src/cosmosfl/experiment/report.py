@@ -22,12 +22,27 @@ PROPOSED = "cosmos"
 # Non-federated references, reported after the algorithms: `local` never communicates and
 # `centralized` pools private data. Everything else is a federated baseline.
 REFERENCES = ("local", "centralized")
-DISPLAY = {"cosmos": "COSMOS", "fedmd": "FedMD", "fedct": "FedCT", "comet": "COMET"}
+DISPLAY = {
+    "cosmos": "COSMOS",
+    "fedmd": "FedMD",
+    "fedct": "FedCT",
+    "comet": "COMET",
+    "fedavg": "FedAvg",
+    "fedprox": "FedProx",
+    "ditto": "Ditto",
+    "fedbabu": "FedBABU",
+    "fedselect": "FedSelect",
+    "pfedck": "pFedCK",
+    "pfedhn": "pFedHN",
+}
 # Evaluated models: (plain text, LaTeX / matplotlib mathtext).
 MODEL_LABELS = {
     "cluster_model": ("cluster model h_π(i)", r"cluster model $h_{\pi(i)}$"),
     "client_model": ("client model f_i", r"client model $f_i$"),
     "local": ("client model after local training f_i^(t,1)", r"local model $f_i^{(t,1)}$"),
+    # Parameter-sharing baselines: the shared model, or each client's personalised model.
+    "global_model": ("global model w", r"global model $w$"),
+    "personal_model": ("personal model", r"personal model"),
 }
 COSMOS_CLIENT_LABEL = ("distilled client model f_i^(t,2)", r"distilled client model $f_i^{(t,2)}$")
 MB = 1e6  # bytes
@@ -268,7 +283,8 @@ def table_notes(runset: RunSet, rows: list[Row]) -> list[str]:
         "split in the last round; then mean ± SEM over seeds (SEM = sample standard deviation "
         "(ddof = 1) / √n; 0 with one seed).",
         "Reported model: COSMOS's cluster model h_π(i) (the paper's protocol) with its distilled "
-        "client model f_i^(t,2) in the row below; the client model f_i for the others.",
+        "client model f_i^(t,2) in the row below; for the others the model each deploys, as "
+        "named in the column (docs/baselines.md).",
         DAGGER_RULE + (f" {direction}" if direction else ""),
         "Best round: the round with the highest seed-mean accuracy; context only, not the result.",
         "References, not federated methods: local (no communication) and centralized (one model "

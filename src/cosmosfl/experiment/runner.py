@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from cosmosfl.algorithms.base import Algorithm, derive_seed
+from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.client import Client
 from cosmosfl.data import (
     ImageDataset,
@@ -130,11 +131,27 @@ def _check_model_names(names: list[str]) -> None:
         )
 
 
+def check_homogeneous(algorithm: str, names: list[str]) -> None:
+    """Parameter-sharing algorithms (fedavg, ditto, ...) need one torch architecture."""
+    cls = ALGORITHMS.get(algorithm)
+    if cls is None or cls.model_agnostic:
+        return
+    kinds = sorted(set(names))
+    if len(kinds) > 1 or kinds[0] in SKLEARN_MODELS:
+        raise ConfigError(
+            f"clients.models = {', '.join(kinds)}: algorithm {algorithm} exchanges model "
+            "parameters and needs every client to use the same torch architecture; give one "
+            "name (e.g. clients.models: {cnn: 1.0}) or use a model-agnostic algorithm "
+            f"({', '.join(sorted(n for n, c in ALGORITHMS.items() if c.model_agnostic))})"
+        )
+
+
 def check_clients(cfg: ExperimentConfig) -> list[str]:
     """Checks beyond the schema that need no data: client model names, and what a reference
     run (e.g. centralized) needs of the clients. Returns one architecture name per client."""
     names = client_model_names(cfg.clients.models, cfg.data.num_clients)
     _check_model_names(names)
+    check_homogeneous(cfg.algorithm["name"], names)
     reference = reference_runs().get(cfg.algorithm["name"])
     if reference is not None:
         reference.check_clients(names)

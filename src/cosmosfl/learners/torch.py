@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+FREEZE = ("", "head", "body")
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -104,27 +106,172 @@ class TorchLearner(Learner):
             return step()
 
     # -- the contract ------------------------------------------------------------------------
-    def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
+    def fit(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        *,
+        epochs: int = 1,
+        prox_mu: float = 0.0,
+        prox_ref: Mapping[str, torch.Tensor] | None = None,
+        freeze: str = "",
+        teacher: TorchLearner | None = None,
+        kd_weight: float = 0.0,
+        kd_temperature: float = 1.0,
+    ) -> dict[str, float]:
+        """Cross-entropy epochs on (x, y). The keyword options serve parameter-sharing baselines
+        and leave plain training unchanged at their defaults:
+
+        - `prox_mu`: add μ/2·||w − w_ref||² over the parameters (FedProx μ, Ditto λ); `prox_ref`
+          maps parameter names to reference tensors, default: the weights at the start of the call;
+        - `freeze`: "head" trains the body only (FedBABU), "body" trains the head only;
+        - `teacher`, `kd_weight`, `kd_temperature`: add kd_weight·T²·KL(teacher_T ‖ student_T)
+          on the same batch (pFedCK's mutual distillation between its two models).
+        """
         xs, ys = self._tensor(x), self._tensor(y, torch.long)
         if len(xs) != len(ys):
             raise ValueError(f"x has {len(xs)} samples but y has {len(ys)}")
+        if freeze not in FREEZE:
+            raise ValueError(f"freeze {freeze!r}; allowed: {', '.join(map(repr, FREEZE))}")
+        if not (math.isfinite(prox_mu) and prox_mu >= 0):
+            raise ValueError(f"prox_mu must be a finite number >= 0, got {prox_mu}")
+        if not (math.isfinite(kd_weight) and kd_weight >= 0) or not kd_temperature > 0:
+            raise ValueError(
+                f"kd_weight must be >= 0 and kd_temperature > 0, got {kd_weight}, {kd_temperature}"
+            )
+        named = dict(self.model.named_parameters())
+        frozen = self._frozen_names(freeze)
+        ref = None
+        if prox_mu > 0:
+            source = prox_ref if prox_ref is not None else named
+            ref = {n: source[n].detach().clone().to(self.device) for n in named}
 
         def step() -> dict[str, float]:
             self.model.train()
-            opt = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+            if frozen:
+                for n in frozen:
+                    named[n].requires_grad_(False)
+                params = [p for n, p in named.items() if n not in frozen]
+                opt = torch.optim.Adam(params, lr=self.lr)
+            else:
+                opt = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+            if teacher is not None:
+                teacher.model.eval()
             total, count = 0.0, 0
-            for idx in self._batches(len(xs), epochs):
-                if len(idx) < 2 and self._skip_single:
-                    continue
-                loss = F.cross_entropy(self.model(xs[idx]), ys[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(idx)
-                count += len(idx)
+            try:
+                for idx in self._batches(len(xs), epochs):
+                    if len(idx) < 2 and self._skip_single:
+                        continue
+                    logits = self.model(xs[idx])
+                    loss = F.cross_entropy(logits, ys[idx])
+                    total += loss.item() * len(idx)
+                    if ref is not None:
+                        loss = loss + prox_mu / 2 * sum(
+                            ((p - ref[n]) ** 2).sum() for n, p in named.items() if n not in frozen
+                        )
+                    if teacher is not None and kd_weight > 0:
+                        with torch.no_grad():
+                            target = F.softmax(teacher.model(xs[idx]) / kd_temperature, dim=1)
+                        kd = F.kl_div(
+                            F.log_softmax(logits / kd_temperature, dim=1),
+                            target,
+                            reduction="batchmean",
+                        )
+                        loss = loss + kd_weight * kd_temperature**2 * kd
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    count += len(idx)
+            finally:
+                for n in frozen:
+                    named[n].requires_grad_(True)
             return {"loss": total / max(count, 1)}
 
         return self._run(step)
+
+    # -- parameters (homogeneous-architecture baselines only) --------------------------------
+    def head_names(self) -> list[str]:
+        """Parameter names of the classifier head: the last Linear (or Conv2d) layer."""
+        layers = [
+            (name, m)
+            for name, m in self.model.named_modules()
+            if isinstance(m, nn.Linear | nn.Conv2d)
+        ]
+        if not layers:
+            raise ValueError("the model has no Linear or Conv2d layer to call its head")
+        prefix, layer = layers[-1]
+        return [f"{prefix}.{n}" if prefix else n for n, _ in layer.named_parameters()]
+
+    def _frozen_names(self, freeze: str) -> set[str]:
+        if not freeze:
+            return set()
+        head = set(self.head_names())
+        names = {n for n, _ in self.model.named_parameters()}
+        return head if freeze == "head" else names - head
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Floating-point state (parameters and e.g. BatchNorm statistics) as float32 arrays,
+        named and ordered as in `state_dict`; integer buffers (batch counters) stay local."""
+        return {
+            name: t.detach().cpu().numpy().astype(np.float32, copy=True)
+            for name, t in self.model.state_dict().items()
+            if t.is_floating_point()
+        }
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Load arrays named as `get_weights` returns them (all of them, same shapes)."""
+        state = self.model.state_dict()
+        expected = {n for n, t in state.items() if t.is_floating_point()}
+        if set(weights) != expected:
+            missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)
+            raise ValueError(f"weights do not match the model: missing {missing}, extra {extra}")
+        for name, array in weights.items():
+            if tuple(array.shape) != tuple(state[name].shape):
+                raise ValueError(
+                    f"weight {name!r} has shape {tuple(array.shape)}, "
+                    f"the model has {tuple(state[name].shape)}"
+                )
+        with torch.no_grad():
+            for name, array in weights.items():
+                state[name].copy_(torch.as_tensor(np.asarray(array)).to(state[name].dtype))
+
+    @torch.no_grad()
+    def recalibrate_batchnorm(self, x: np.ndarray) -> dict[str, float]:
+        """Recompute BatchNorm running statistics for the current weights from `x` (one pass,
+        exact averages, no training): needed when weights were set from outside (pFedHN)."""
+        norms = [m for m in self.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            return {"recalibrated": 0.0}
+        momenta = [m.momentum for m in norms]
+        self.model.eval()
+        for m in norms:
+            m.reset_running_stats()
+            m.momentum = None  # cumulative average over the pass
+            m.train()
+        try:
+            for chunk in torch.as_tensor(np.asarray(x)).split(self.eval_batch_size):
+                self.model(chunk.to(self.device, torch.float32))
+        finally:
+            for m, momentum in zip(norms, momenta, strict=True):
+                m.momentum = momentum
+            self.model.eval()
+        return {"recalibrated": float(len(norms))}
+
+    def clone(self, seed: int) -> TorchLearner:
+        """An independent copy (same weights and settings) with its own random stream."""
+        return TorchLearner(
+            copy.deepcopy(self.model),
+            num_classes=self.num_classes,
+            lr=self.lr,
+            distill_lr=self.distill_lr,
+            batch_size=self.batch_size,
+            eval_batch_size=self.eval_batch_size,
+            clip_norm=self.clip_norm,
+            augmentation=self.augmentation,
+            consistency_samples=self.consistency_samples,
+            device=self.device,
+            seed=seed,
+        )
 
     @torch.no_grad()
     def predict_proba(self, x: np.ndarray) -> np.ndarray:

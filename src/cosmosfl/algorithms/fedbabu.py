@@ -1,0 +1,74 @@
+"""FedBABU: Towards Enhanced Representation for Federated Image Classification
+(Oh, Kim & Yun, ICLR 2022).
+
+FedAvg in which only the body (feature extractor) is trained and aggregated: the head (the
+last Linear layer) keeps its random initialisation during federated training ("the head is
+randomly initialized and never updated"). For personalisation, each client fine-tunes on its
+private data a copy of the global model (model slot "personal", re-initialised from the
+global model every round) before evaluation; that fine-tuned model is what we report
+(`personal_model`), with the global model beside it (`global_model`).
+
+The head is frozen on the client (`train_local` with `freeze: head`); because every client
+starts from the same random head and never changes it, the averaged head stays the initial one.
+
+Hyperparameters (source):
+- `pretrain_epochs` = 5, `local_epochs` = 5: as FedAvg (our conventions).
+- `finetune_epochs` = 5: fine-tuning epochs before evaluation (τ_f); our choice, equal to the
+  local epochs convention; the paper studies several fine-tuning lengths.
+- `finetune` = "head": what is fine-tuned: "head" (the abstract: "the head is fine-tuned for
+  personalization during the evaluation process", body frozen) or "full" (body and head).
+
+Wire: as FedAvg (the whole model travels; the head part is constant and could be skipped).
+Fine-tuning is local and costs no communication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from cosmosfl.algorithms.base import Federation, RoundRecord, evaluate_clients
+from cosmosfl.algorithms.fedavg import FedAvg
+from cosmosfl.algorithms.params import check_epochs
+from cosmosfl.core import protocol as P
+
+PERSONAL_SLOT = "personal"
+FINETUNE = ("head", "full")
+
+
+@dataclass
+class FedBABU(FedAvg):
+    """FedAvg on the body with a frozen random head; head fine-tuning before evaluation."""
+
+    name: ClassVar[str] = "fedbabu"
+    primary_model: ClassVar[str] = "personal_model"
+
+    finetune_epochs: int = 5
+    finetune: str = "head"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_epochs(self, ("finetune_epochs",))
+        if self.finetune not in FINETUNE:
+            raise ValueError(f"finetune {self.finetune!r}; allowed: {', '.join(FINETUNE)}")
+
+    def train_config(self, epochs: int) -> dict[str, P.Scalar]:
+        return {"epochs": epochs, "freeze": "head"}
+
+    def evaluate(self, fed: Federation, holders: list[int], record: RoundRecord) -> None:
+        with fed.phase("evaluation"):
+            record.add_metrics("global_model", evaluate_clients(fed, holders))
+        with fed.phase("fine_tuning"):
+            config: dict[str, P.Scalar] = {
+                "epochs": self.finetune_epochs,
+                "slot": PERSONAL_SLOT,
+                "init_from": "",  # start from the client's copy of the global model
+            }
+            if self.finetune == "head":
+                config["freeze"] = "body"
+            tuned = fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in holders})
+        with fed.phase("evaluation"):
+            replies = fed.send(
+                {cid: P.Message(P.EVALUATE, {"slot": PERSONAL_SLOT}) for cid in sorted(tuned)}
+            )
+            record.add_metrics("personal_model", {c: dict(r.metrics) for c, r in replies.items()})

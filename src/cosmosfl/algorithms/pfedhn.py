@@ -1,0 +1,251 @@
+"""pFedHN: Personalized Federated Learning using Hypernetworks (Shamsian et al., ICML 2021).
+
+The server trains a hypernetwork h(v_i; φ) that maps a learned embedding v_i of client i to
+the weights θ_i of that client's model. Each round, client i receives θ_i, trains it locally
+(giving θ̃_i) and sends it back; the server updates φ and v_i along the chain rule with
+Δθ_i = θ_i − θ̃_i as the gradient of the client's loss w.r.t. θ_i (the paper's Algorithm 1:
+∇_φ = (∇_φ θ_i)ᵀ Δθ_i). The hypernetwork never leaves the server. The generated model θ_i is
+what pFedHN deploys and what we report (`personal_model`).
+
+The hypernetwork generates the model's *parameters*; BatchNorm running statistics (tensors
+named `running_mean` / `running_var`) are not parameters. Because θ_i is generated rather than
+trained, the statistics of the client's last local model do not fit it: before evaluation each
+client recomputes them for θ_i with one forward pass over its private data (`train_local` with
+`recalibrate_bn`, no training, no communication).
+
+Known problem: on the CIFAR-10 CPU config (docs/results.md) the generated models fall to chance
+by round 3, with or without the recalibration; on digits they improve steadily. Cause not found.
+
+Hyperparameters (source: the paper and its official code, AvivSham/pFedHN
+`experiments/pfedhn/trainer.py` defaults):
+- `embed_dim` = 0: the client-embedding size; 0 means 1 + N/4 (the official "auto" size);
+- `hidden_dim` = 100, `hidden_layers` = 3: the hypernetwork MLP (official `hyper-hid` 100,
+  `n-hidden` 3), one linear head per target tensor;
+- `hn_lr` = 0.01, momentum 0.9, `hn_weight_decay` = 1e-3: SGD on φ and the embeddings
+  (official `lr`, `wd`), gradient-norm clipping at 50 (official);
+- `pretrain_epochs` = 5, `local_epochs` = 5: the client's local training of θ_i (our
+  conventions, with the client's Adam; the official code runs 50 inner SGD steps, lr 5e-3).
+
+Deviation in initialisation: each output head's bias starts at the template model's weights
+(the lowest-id client's initial model) and its weight matrix at 0.01 × the default
+initialisation, so every client starts near a properly initialised model. The official target
+network has no BatchNorm; with default head initialisation the generated BatchNorm scales
+start near 0 instead of 1 and the generated model does not train.
+
+Deviations: the official code updates φ after each sampled client, one client per step, for
+5,000 steps. Here all clients train each round, then φ takes one step per answering client in
+id order, using Δθ_i measured against the θ_i it was sent (after the first step φ has moved,
+so later steps use a slightly stale Δθ_i). With few rounds the hypernetwork takes few steps.
+
+Wire: per client and round, θ_i down and θ̃_i up (float32); the end-of-round θ_i sent for
+evaluation is also the next round's starting model, so it is sent once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from cosmosfl.algorithms.base import (
+    Algorithm,
+    Federation,
+    RoundRecord,
+    derive_seed,
+    evaluate_clients,
+)
+from cosmosfl.algorithms.params import (
+    Weights,
+    check_epochs,
+    check_nonnegative,
+    check_same_architecture,
+    fetch_weights,
+    push_weights,
+)
+from cosmosfl.core import protocol as P
+
+STATISTICS = ("running_mean", "running_var")
+CLIP_NORM = 50.0
+HEAD_INIT_SCALE = 0.01
+
+
+class HyperNetwork(nn.Module):
+    """Client embedding → MLP → one linear head per generated tensor."""
+
+    def __init__(
+        self,
+        num_clients: int,
+        initial: dict[str, np.ndarray],
+        embed_dim: int,
+        hidden_dim: int,
+        hidden_layers: int,
+    ) -> None:
+        super().__init__()
+        shapes = {n: tuple(a.shape) for n, a in initial.items()}
+        self.shapes = shapes
+        self.embeddings = nn.Embedding(num_clients, embed_dim)
+        layers: list[nn.Module] = [nn.Linear(embed_dim, hidden_dim)]
+        for _ in range(hidden_layers - 1):
+            layers += [nn.ReLU(), nn.Linear(hidden_dim, hidden_dim)]
+        self.mlp = nn.Sequential(*layers)
+        # Tensor names contain dots, which module names may not: heads are indexed.
+        self.heads = nn.ModuleList(
+            nn.Linear(hidden_dim, int(np.prod(s)) if s else 1) for s in shapes.values()
+        )
+        # Start every client at the template model (bias = its weights) with a small
+        # client-dependent part: generated BatchNorm scales must start near 1, not near 0.
+        with torch.no_grad():
+            for head, array in zip(self.heads, initial.values(), strict=True):
+                head.bias.copy_(torch.from_numpy(np.asarray(array, np.float32).ravel()))
+                head.weight.mul_(HEAD_INIT_SCALE)
+
+    def forward(self, index: int) -> dict[str, torch.Tensor]:
+        features = self.mlp(self.embeddings(torch.tensor([index]))).squeeze(0)
+        return {
+            name: head(features).reshape(shape)
+            for (name, shape), head in zip(self.shapes.items(), self.heads, strict=True)
+        }
+
+
+@dataclass
+class PFedHN(Algorithm):
+    """A server-side hypernetwork generates each client's weights from its embedding."""
+
+    name: ClassVar[str] = "pfedhn"
+    primary_model: ClassVar[str] = "personal_model"
+    model_agnostic: ClassVar[bool] = False
+
+    embed_dim: int = 0
+    hidden_dim: int = 100
+    hidden_layers: int = 3
+    hn_lr: float = 0.01
+    hn_weight_decay: float = 1e-3
+    pretrain_epochs: int = 5
+    local_epochs: int = 5
+    _hn: HyperNetwork | None = field(default=None, init=False, repr=False)
+    _opt: torch.optim.Optimizer | None = field(default=None, init=False, repr=False)
+    _index: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    _statistics: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)
+    _holding: set[int] = field(default_factory=set, init=False, repr=False)
+    _template: Weights = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_epochs(self, ("pretrain_epochs", "local_epochs", "embed_dim"))
+        check_nonnegative(self, ("hn_weight_decay",))
+        for name in ("hidden_dim", "hidden_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        if not self.hn_lr > 0:
+            raise ValueError(f"hn_lr must be > 0, got {self.hn_lr}")
+
+    def _build(self, fed: Federation) -> None:
+        fetched, _ = fetch_weights(fed, fed.client_ids, self.name, None)
+        template = check_same_architecture(fetched, self.name)
+        initial = {n: a for n, a in template.items() if not n.endswith(STATISTICS)}
+        self._index = {cid: i for i, cid in enumerate(fed.client_ids)}
+        embed = self.embed_dim or int(1 + len(self._index) / 4)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(fed.seed, self.name) % 2**63)
+            self._hn = HyperNetwork(
+                len(self._index), initial, embed, self.hidden_dim, self.hidden_layers
+            )
+        self._opt = torch.optim.SGD(
+            self._hn.parameters(), lr=self.hn_lr, momentum=0.9, weight_decay=self.hn_weight_decay
+        )
+        stats = {n: a for n, a in template.items() if n.endswith(STATISTICS)}
+        self._statistics = {cid: dict(stats) for cid in fed.client_ids}
+        self._template = template
+
+    def _generate(self, cid: int) -> Weights:
+        assert self._hn is not None
+        with torch.no_grad():
+            theta = {n: t.numpy().astype(np.float32) for n, t in self._hn(self._index[cid]).items()}
+        return {**theta, **self._statistics[cid]}
+
+    def _push(self, fed: Federation, ids: list[int]) -> dict[int, Weights]:
+        models = {cid: self._generate(cid) for cid in ids}
+        received = push_weights(fed, models)
+        self._holding |= received
+        return {c: models[c] for c in received}
+
+    def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
+        record = RoundRecord()
+        if self._hn is None:
+            with fed.phase("initialisation"):
+                self._build(fed)
+        assert self._hn is not None and self._opt is not None
+        with fed.phase("broadcast"):  # θ_i = h(v_i; φ) to clients not holding it yet
+            self._push(fed, [c for c in fed.client_ids if c not in self._holding])
+        ready = sorted(self._holding)
+        sent = {cid: self._generate(cid) for cid in ready}  # φ unchanged since it was sent
+        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        with fed.phase("local_training"):
+            trained = fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in ready})
+        with fed.phase("upload"):
+            fetched, _ = fetch_weights(fed, sorted(trained), self.name, self._template)
+        self._holding = set()  # φ changes below: every client's θ_i is out of date
+        with fed.phase("server_training"):
+            for cid in sorted(fetched):
+                theta = self._hn(self._index[cid])
+                grads = [torch.from_numpy(sent[cid][n] - fetched[cid][n]) for n in theta]
+                self._opt.zero_grad(set_to_none=True)
+                torch.autograd.backward(list(theta.values()), grads)
+                nn.utils.clip_grad_norm_(self._hn.parameters(), CLIP_NORM)
+                self._opt.step()
+                self._statistics[cid] = {n: fetched[cid][n] for n in self._statistics[cid]}
+        with fed.phase("broadcast"):
+            received = self._push(fed, fed.client_ids)
+        with fed.phase("batchnorm_statistics"):  # θ_i was generated, not trained: see above
+            recalibrate = P.Message(P.TRAIN_LOCAL, {"epochs": 0, "recalibrate_bn": True})
+            received = set(fed.send(dict.fromkeys(sorted(received), recalibrate)))
+        with fed.phase("evaluation"):
+            record.add_metrics("personal_model", evaluate_clients(fed, sorted(received)))
+        record.info["participants"] = len(fetched)
+        return record
+
+    def get_state(self) -> dict[str, Any]:
+        if self._hn is None or self._opt is None:
+            return {}
+        momentum = [
+            self._opt.state[p]["momentum_buffer"].numpy().copy()
+            if "momentum_buffer" in self._opt.state.get(p, {})
+            else None
+            for p in self._hn.parameters()
+        ]
+        return {
+            "hypernetwork": {k: v.numpy().copy() for k, v in self._hn.state_dict().items()},
+            "momentum": momentum,
+            "index": dict(self._index),
+            "statistics": {
+                c: {n: a.copy() for n, a in w.items()} for c, w in self._statistics.items()
+            },
+            "template": {n: a.copy() for n, a in self._template.items()},
+            "holding": sorted(self._holding),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        template = {n: np.asarray(a) for n, a in state["template"].items()}
+        initial = {n: a for n, a in template.items() if not n.endswith(STATISTICS)}
+        self._index = {int(c): int(i) for c, i in state["index"].items()}
+        hn_state = {k: torch.from_numpy(np.asarray(v)) for k, v in state["hypernetwork"].items()}
+        embed = int(hn_state["embeddings.weight"].shape[1])
+        self._hn = HyperNetwork(
+            len(self._index), initial, embed, self.hidden_dim, self.hidden_layers
+        )
+        self._hn.load_state_dict(hn_state)
+        self._opt = torch.optim.SGD(
+            self._hn.parameters(), lr=self.hn_lr, momentum=0.9, weight_decay=self.hn_weight_decay
+        )
+        for p, buf in zip(self._hn.parameters(), state["momentum"], strict=True):
+            if buf is not None:
+                self._opt.state[p]["momentum_buffer"] = torch.from_numpy(np.asarray(buf).copy())
+        self._statistics = {
+            int(c): {n: np.asarray(a) for n, a in w.items()} for c, w in state["statistics"].items()
+        }
+        self._template = template
+        self._holding = {int(c) for c in state["holding"]}
