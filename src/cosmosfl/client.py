@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -67,6 +68,16 @@ class Client:
     @property
     def num_classes(self) -> int:
         return self.learner.num_classes
+
+    def get_state(self) -> dict[str, Any]:
+        """What changes as the client trains (its learner, including the learner's RNG), for
+        checkpoints; the data and the public set are rebuilt from the config, not saved."""
+        return {"id": self.id, "learner": self.learner.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state["id"] != self.id:
+            raise ValueError(f"the state of client {state['id']} is not client {self.id}'s")
+        self.learner.set_state(state["learner"])
 
     def handle(self, message: P.Message) -> P.Reply:
         """Run one protocol task; any failure becomes an error reply the server can exclude."""
