@@ -158,7 +158,7 @@ def test_straggler_does_the_work_but_its_late_reply_is_discarded():
 
 
 def test_crash_excludes_the_client_even_in_a_strict_run():
-    engine, learners, train, predict = _train_and_predict("crash", faults={"crash": 0.5})
+    engine, learners, train, _ = _train_and_predict("crash", faults={"crash": 0.5})
     assert engine.strict and list(train) == [0] and learners[1].fits == 0
     assert "InjectedCrash" in engine._rejected[0]["reason"]
 
