@@ -237,6 +237,11 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         raise ConfigError(str(err)) from None
     top.data = _build(DataConfig, raw.get("data"), "data")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
+    if isinstance(top.clients.models, dict):
+        # By name, as a mapping read from a file already is (apply_overrides round-trips it
+        # through sorted YAML): the same mix then gives the same clients whether it came from a
+        # file, an override or a run directory's config.yaml (which resume rebuilds from).
+        top.clients.models = dict(sorted(top.clients.models.items()))
     algorithm = raw.get("algorithm") or {}
     if isinstance(algorithm, dict) and "name" not in algorithm:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
