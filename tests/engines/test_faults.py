@@ -216,3 +216,19 @@ def test_byzantine_replies_are_valid_and_hostile(mode):
         assert (out.argmax(1) == 2).all() and (labels == 2).all()
     else:
         assert not np.allclose(out, soft)
+
+
+def test_summary_counts_faults_and_rejections():
+    from cosmosfl.experiment.summary import summarize
+
+    result = simulate(
+        Probe(), make_clients(*[Fixed() for _ in range(5)]), PUBLIC, rounds=4,
+        faults={"dropout": 0.2, "corrupt": 0.2, "corruption": "nan", "byzantine": 0.2}, seed=3,
+    )  # fmt: skip
+    summary = summarize(result)
+    events = [f for r in result.records for f in r["faults"]]
+    assert summary["injected_faults"] == {
+        m: sum(f["fault"] == m for f in events) for m in {f["fault"] for f in events}
+    }
+    assert summary["rejected_replies"] == summary["injected_faults"].get("corrupt", 0) > 0
+    assert len(summary["byzantine"]) == 1
