@@ -33,7 +33,7 @@ from cosmosfl.experiment.config import (
     reference_runs,
 )
 from cosmosfl.experiment.report import Report, algorithm_order, write_report
-from cosmosfl.experiment.rundir import CONFIG, SUMMARY, write_atomic
+from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
 from cosmosfl.experiment.runner import (
     check_clients,
     resumable,
@@ -275,7 +275,8 @@ def run_compare(
             echo(f"[{i}/{total}] resuming from its checkpoint")
             result = resume_experiment(run.path, progress=progress)
         else:  # unfinished without a usable checkpoint: start it over
-            result = run_experiment(run.config, run.path, progress=progress, force=state != "new")
+            force = state == "changed" or (run.path / CHECKPOINT).is_file()
+            result = run_experiment(run.config, run.path, progress=progress, force=force)
         echo(
             f"[{i}/{total}] {run.algorithm} seed {run.seed} done in "
             f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "
