@@ -30,11 +30,12 @@ def records() -> dict[str, list[dict]]:
             "rounds": 2,
             "threads": 1,
             "data": {"num_clients": 6},
-            "clients": {"models": {"logistic_regression": 0.3, "mlp": 0.7}},
+            # torch (with BatchNorm) and scikit-learn clients; COSMOS with r_B augmentation
+            "clients": {"models": {"cnn": 0.4, "logistic_regression": 0.2, "mlp": 0.4}},
             "algorithm": {"name": name, "pretrain_epochs": 2, "local_epochs": 1},
         }
         if name == "cosmos":
-            raw["algorithm"].update(server_model="mlp", server_epochs=1, distill_epochs=1)
+            raw["algorithm"].update(server_model="cnn", server_epochs=1, distill_epochs=1)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "config.yaml"
             path.write_text(yaml.safe_dump(raw))  # a file: both versions read it the same way
