@@ -101,6 +101,25 @@ class Client:
     def num_classes(self) -> int:
         return self.learner.num_classes
 
+    def get_state(self) -> dict[str, Any]:
+        """What changes as the client trains (its learner, including the learner's RNG, and
+        every model slot), for checkpoints; the data and U are rebuilt from the config."""
+        return {
+            "id": self.id,
+            "learner": self.learner.get_state(),
+            "slots": {name: learner.get_state() for name, learner in self.slots.items()},
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state["id"] != self.id:
+            raise ValueError(f"the state of client {state['id']} is not client {self.id}'s")
+        self.learner.set_state(state["learner"])
+        slots = state.get("slots", {})
+        for name in set(self.slots) - set(slots):  # slots made after that state was taken
+            del self.slots[name]
+        for name, learner_state in slots.items():
+            self.slot(name).set_state(learner_state)
+
     def handle(self, message: P.Message) -> P.Reply:
         """Run one protocol task; any failure becomes an error reply the server can exclude."""
         try:
@@ -181,18 +200,6 @@ class Client:
             options["kd_weight"] = float(cfg.get("kd_weight", 1.0))
             options["kd_temperature"] = float(cfg.get("kd_temperature", 1.0))
         return options
-
-    def get_state(self) -> dict[str, Any]:
-        """The learner's state and every slot's (for checkpoints)."""
-        return {
-            "learner": self.learner.get_state(),
-            "slots": {name: learner.get_state() for name, learner in self.slots.items()},
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.learner.set_state(state["learner"])
-        for name, learner_state in state.get("slots", {}).items():
-            self.slot(name).set_state(learner_state)
 
     def _train_local(self, message: P.Message) -> dict[str, float]:
         """Supervised epochs on the private data, plus U with server labels if sent (FedCT)."""

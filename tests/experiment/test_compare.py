@@ -121,7 +121,8 @@ def test_same_seed_gives_identical_splits_and_initial_clients_for_every_algorith
         )
     assert np.array_equal(pa.public, pb.public)
     assert np.array_equal(a.public_x, b.public_x)
-    expected = ["mlp", "cnn", "mlp", "cnn"] if mixed else ["cnn"] * 4
+    # a mix is a mapping: its names are taken in sorted order, however it was written
+    expected = ["cnn", "mlp", "cnn", "mlp"] if mixed else ["cnn"] * 4
     assert a.client_models == b.client_models == expected
     for ca, cb in zip(a.clients, b.clients, strict=True):
         sa, sb = ca.learner.model.state_dict(), cb.learner.model.state_dict()
@@ -167,8 +168,15 @@ def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkey
     assert calls == []  # nothing finished is recomputed
     assert lines == [f"[{i}/3] skip {a} seed 1: finished" for i, a in enumerate(algorithms, 1)]
 
-    # an interrupted run (no summary.json) is the only one that runs again
+    # an interrupted run (no summary.json) resumes from its checkpoint ...
     (tmp_path / "local" / "seed1" / "summary.json").unlink()
+    lines.clear()
+    run_compare(plan_compare(BASE, algorithms, [1], tmp_path), progress=False, echo=lines.append)
+    assert calls == [] and "[2/3] resuming from its checkpoint" in lines
+    assert (tmp_path / "local" / "seed1" / "summary.json").is_file()
+    # ... and without a checkpoint it is the only one that runs again
+    (tmp_path / "local" / "seed1" / "summary.json").unlink()
+    (tmp_path / "local" / "seed1" / "checkpoint.pt").unlink()
     run_compare(plan_compare(BASE, algorithms, [1], tmp_path), progress=False, echo=lines.append)
     assert calls == [("local", False)]
 

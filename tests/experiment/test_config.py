@@ -123,3 +123,14 @@ def test_client_mix_is_spread_over_ids_not_blocked():
     assert client_model_names(["x", "y"], 2) == ["x", "y"]
     odd = client_model_names({"a": 1, "b": 1, "c": 1}, 10)  # counts by largest remainder
     assert sorted(odd.count(x) for x in "abc") == [3, 3, 4]
+
+
+def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_path):
+    from_override = load_config(None, ["clients.models={mlp: 0.5, cnn: 0.3, random_forest: 0.2}"])
+    path = tmp_path / "c.yaml"
+    path.write_text(dump_config(from_override))
+    from_file = load_config(path)  # as `cosmosfl run --resume` rebuilds a run
+    assert list(from_file.clients.models) == list(from_override.clients.models)
+    assert client_model_names(from_file.clients.models, 10) == client_model_names(
+        from_override.clients.models, 10
+    )

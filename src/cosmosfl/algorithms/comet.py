@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -82,6 +82,12 @@ class Comet(Algorithm):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"num_clusters must be an integer >= 1, got {k!r}")
         check_common(self, ("pretrain_epochs", "local_epochs", "distill_epochs"))
+
+    def get_state(self) -> dict[str, Any]:
+        return {"assignment": dict(self.assignment)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.assignment = {int(c): int(k) for c, k in state["assignment"].items()}
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()

@@ -16,7 +16,7 @@ Only soft labels on U cross the wire; no model parameters ever do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -112,6 +112,7 @@ class Cosmos(Algorithm):
     assignment: dict[int, int] = field(default_factory=dict, init=False)
     cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)
     threshold_used: float | None = field(default=None, init=False)
+    _pending_models: dict[int, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.threshold is not None and self.target_clusters is not None:
@@ -149,6 +150,7 @@ class Cosmos(Algorithm):
     # -- the round ---------------------------------------------------------------------------
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
+        self._restore_models(fed)
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
             fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in fed.client_ids})
@@ -163,7 +165,7 @@ class Cosmos(Algorithm):
         with fed.phase("clustering"):
             if round_num == 1 or self.recluster or not self.assignment:
                 self._cluster(probs, fed)
-            self._assign_newcomers(probs)
+            self._assign_newcomers(probs, fed.public_x)
 
         with fed.phase("server_distillation"):
             teachers = self._train_cluster_models(fed, probs)
@@ -199,6 +201,34 @@ class Cosmos(Algorithm):
         )
         return record
 
+    # -- checkpoints -------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        if self._pending_models is not None:  # restored but not yet rebuilt: pass it on
+            models = dict(self._pending_models)
+        else:
+            models = {k: h.get_state() for k, h in self.cluster_models.items()}
+        return {
+            "assignment": dict(self.assignment),
+            "threshold_used": self.threshold_used,
+            "cluster_models": models,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.assignment = {int(c): int(k) for c, k in state["assignment"].items()}
+        self.threshold_used = state["threshold_used"]
+        # Server models need the federation (input shape, classes, device) to be rebuilt:
+        # that happens at the start of the next round.
+        self._pending_models = {int(k): v for k, v in state["cluster_models"].items()}
+        self.cluster_models = {}
+
+    def _restore_models(self, fed: Federation) -> None:
+        if self._pending_models is None:
+            return
+        for k, model_state in sorted(self._pending_models.items()):
+            self.cluster_models[k] = self._new_server_model(fed, k)
+            self.cluster_models[k].set_state(model_state)
+        self._pending_models = None
+
     # -- steps -------------------------------------------------------------------------------
     def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
         ids = sorted(probs)
@@ -224,16 +254,22 @@ class Cosmos(Algorithm):
                 )
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
 
-    def _assign_newcomers(self, probs: dict[int, np.ndarray]) -> None:
-        """A client that missed the clustering joins the cluster with the nearest mean labels."""
-        newcomers = [c for c in probs if c not in self.assignment]
+    def _assign_newcomers(self, probs: dict[int, np.ndarray], public_x: np.ndarray) -> None:
+        """A client that missed the clustering joins, the first time it answers, the cluster
+        whose members' mean pseudo-labels of this round are nearest (same distance as the
+        clustering); for a cluster none of whose members answered, its model's h_k(U) stands
+        in for the mean. Ties go to the lowest cluster id."""
+        newcomers = sorted(c for c in probs if c not in self.assignment)
         if not newcomers or not self.assignment:
             return
-        centroids = {
-            k: np.mean([probs[c] for c in members if c in probs], axis=0)
-            for k, members in iter_clusters(self.assignment)
-            if any(c in probs for c in members)
-        }
+        centroids = {}
+        for k, members in iter_clusters(self.assignment):
+            answered = [probs[c] for c in members if c in probs]
+            centroids[k] = (
+                np.mean(answered, axis=0)
+                if answered
+                else self.cluster_models[k].predict_proba(public_x)
+            )
         for cid in newcomers:
             dist = {
                 k: pairwise_distances([probs[cid], cen], self.distance)[0, 1]

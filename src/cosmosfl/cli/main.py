@@ -12,6 +12,8 @@ EPILOG = """examples:
   cosmosfl run                                   # COSMOS on scikit-learn digits (default config)
   cosmosfl run --config configs/cifar10-cpu.yaml --data-dir ../shared/data --out runs/c10
   cosmosfl run rounds=3 algorithm.lam=1.0 data.num_clients=20
+  cosmosfl run --resume runs/c10                 # continue an interrupted run
+  cosmosfl run faults.dropout=0.3                # inject seeded faults (docs/reliability.md)
   cosmosfl compare -c configs/default.yaml --algorithms cosmos,local,centralized --seeds 1,2 \
       --out runs/cmp rounds=3 local.local_epochs=1
   cosmosfl report runs/cmp                        # table.md/.tex, curves.png, communication.md
@@ -47,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(run)
     run.add_argument("--out", "-o", help="run directory (default: runs/<algorithm>-seed<seed>)")
     run.add_argument("--force", action="store_true", help="overwrite a finished run directory")
+    run.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue the interrupted run in DIR from its last complete round "
+        "(its own config.yaml; no --config or overrides)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
 
     cmp = sub.add_parser(
@@ -112,11 +120,36 @@ def _load(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from cosmosfl.engines.progress import format_kb
-    from cosmosfl.experiment.runner import run_experiment
+    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.runner import resume_experiment, run_experiment
 
-    cfg = _load(args)
-    out = Path(args.out) if args.out else Path("runs") / f"{cfg.algorithm['name']}-seed{cfg.seed}"
-    result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
+    if args.resume:
+        given = [
+            f for f, v in (("--config", args.config), ("--data-dir", args.data_dir),
+                           ("--out", args.out), ("--force", args.force),
+                           ("key=value overrides", args.overrides)) if v
+        ]  # fmt: skip
+        if given:
+            raise ConfigError(
+                f"--resume continues a run with its own config; remove {', '.join(given)}"
+            )
+        out = Path(args.resume)
+    else:
+        cfg = _load(args)
+        default = Path("runs") / f"{cfg.algorithm['name']}-seed{cfg.seed}"
+        out = Path(args.out) if args.out else default
+    try:
+        if args.resume:
+            result = resume_experiment(out, progress=not args.quiet)
+        else:
+            result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
+    except KeyboardInterrupt:
+        print(
+            f"cosmosfl: interrupted; every finished round is saved in {out}; "
+            f"continue with: cosmosfl run --resume {out}",
+            file=sys.stderr,
+        )
+        return 130
     s = result.summary  # type: ignore[attr-defined]
     fr = s["final_round"]
     print(f"\nfinal round {s['rounds']} ({s['algorithm']}, seed {s['seed']}), mean over clients:")
@@ -222,6 +255,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
 
 def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
+    from cosmosfl.engines.simulation import ParticipationError
     from cosmosfl.experiment.config import ConfigError
     from cosmosfl.models import UnknownModelError
 
@@ -245,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     ) as err:
         print(f"cosmosfl: error: {err}", file=sys.stderr)
         return 2
+    except ParticipationError as err:  # the federation, not the user: a clear line, exit 1
+        print(f"cosmosfl: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("cosmosfl: interrupted; finished rounds are in metrics.jsonl", file=sys.stderr)
         return 130

@@ -169,18 +169,26 @@ def validate_array(
             raise fail(f"dtype {array.dtype} is not an integer type")
     elif str(array.dtype) not in spec.dtypes:
         raise fail(f"dtype {array.dtype} not allowed (allowed: {', '.join(spec.dtypes)})")
+    if array.size == 0:
+        raise fail(f"array is empty (shape {array.shape})")
     expected = (
         tuple(_resolve(d, context) for d in spec.shape)
         if spec.shape is not None
         else (None,) * array.ndim
     )
+    shown = tuple("*" if e is None else e for e in expected)
+    if (
+        array.ndim == len(expected)
+        and expected
+        and expected[0] is not None
+        and array.shape[0] < expected[0]
+        and all(e is None or e == s for e, s in zip(expected[1:], array.shape[1:], strict=True))
+    ):
+        raise fail(f"truncated: {array.shape[0]} of {expected[0]} rows (shape {shown})")
     if array.ndim != len(expected) or any(
         e is not None and e != s for e, s in zip(expected, array.shape, strict=True)
     ):
-        shown = tuple("*" if e is None else e for e in expected)
         raise fail(f"shape {array.shape} does not match expected {shown}")
-    if array.size == 0:
-        raise fail("array is empty")
     if spec.kind == "labels":
         m = context["m"]
         if array.min() < 0 or array.max() >= m:

@@ -62,6 +62,8 @@ def summary_line(record: dict[str, Any]) -> str:
         parts.append(f"down {format_kb(sum(down.values()) / len(down))}/client")
     if record.get("rejected"):
         parts.append(f"rejected {len(record['rejected'])}")
+    if record.get("faults"):
+        parts.append(f"faults {len({f['client'] for f in record['faults']})} clients")
     parts.append(f"{record['seconds']['total']:.1f} s")
     return "  ".join(parts)
 

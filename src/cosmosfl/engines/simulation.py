@@ -21,6 +21,7 @@ import torch
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
+from cosmosfl.engines.faults import FaultConfig, FaultInjector, InjectedCrash, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter, make_reporter
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
@@ -68,6 +69,10 @@ class ClientError(RuntimeError):
     """Client code raised an exception (strict mode)."""
 
 
+class ParticipationError(RuntimeError):
+    """Too few clients answered a step of a round (below `min_participation`)."""
+
+
 class SimulationEngine:
     """Implements the algorithms' `Federation` view over in-memory clients."""
 
@@ -81,10 +86,16 @@ class SimulationEngine:
         reporter: Reporter | None = None,
         max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = True,
+        faults: FaultConfig | Mapping[str, Any] | None = None,
+        min_participation: float = 0.0,
     ) -> None:
         """`strict`: an exception raised by client code stops the run with its traceback
         (a bug should not silently shrink the federation); otherwise the client is excluded
-        from that step like a client whose payload was rejected."""
+        from that step like a client whose payload was rejected. Injected faults (`faults`,
+        see engines/faults.py) never stop a run. A step answered by fewer than
+        `min_participation` of the clients it addressed ends the run (ParticipationError)."""
+        if not 0 <= min_participation <= 1:
+            raise ValueError(f"min_participation must lie in [0, 1], got {min_participation}")
         if not clients:
             raise ValueError("a federation needs at least one client")
         ids = [c.id for c in clients]
@@ -106,6 +117,13 @@ class SimulationEngine:
         self.reporter = reporter or SilentReporter()
         self.max_payload_bytes = max_payload_bytes
         self.strict = strict
+        self.min_participation = float(min_participation)
+        config = fault_config(faults)
+        self.faults = (
+            FaultInjector(config, list(self._clients), self._seed)
+            if config is not None and config.active
+            else None
+        )
         self._round = 0
         self._reset_round()
 
@@ -142,8 +160,16 @@ class SimulationEngine:
             if cid not in self._clients:
                 raise KeyError(f"message addressed to unknown client {cid}")
             message = messages[cid]
+            fault = self.faults.fault(self._round, cid, message.task) if self.faults else None
+            if fault is not None:
+                self._faults.append({"client": cid, "task": message.task, "fault": fault})
+            if fault == "dropout":  # offline: never asked, nothing sent or received
+                failures.append(f"client {cid} dropped out")
+                continue
             self._bytes_down[cid] += P.message_bytes(message)
-            reply = self._clients[cid].handle(message)
+            reply = self._clients[cid].handle(message) if fault != "crash" else _crash(message)
+            if self.faults is not None:
+                reply = self._inject(reply, cid, fault, context)
             if self.strict and isinstance(reply, P.Reply) and reply.error_kind == "exception":
                 raise ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "
@@ -154,6 +180,8 @@ class SimulationEngine:
                 self._bytes_up[cid] += P.message_bytes(reply)
             spec = P.REPLY_SPECS[message.task] if expect is None else expect
             try:
+                if fault == "straggler":
+                    raise P.PayloadError(cid, message.task, "reply arrived after the deadline")
                 replies[cid] = P.validate_reply(
                     reply,
                     spec,
@@ -167,11 +195,30 @@ class SimulationEngine:
                 self._rejected.append({"client": cid, "task": message.task, "reason": err.reason})
                 self.reporter.log(f"round {self._round}: {err}")
         if messages and not replies:
-            raise RuntimeError(
+            raise ParticipationError(
                 f"round {self._round}: every client failed task "
                 f"{next(iter(messages.values())).task!r}; first error: {failures[0]}"
             )
+        self._check_participation(messages, replies)
         return replies
+
+    def _inject(self, reply: P.Reply, cid: int, fault: str | None, context: dict) -> P.Reply:
+        assert self.faults is not None
+        if fault == "corrupt":
+            return self.faults.corrupt(reply, self._round, cid, context, self.max_payload_bytes)
+        return self.faults.byzantine_reply(reply, self._round, cid, self._num_classes)
+
+    def _check_participation(
+        self, messages: Mapping[int, P.Message], replies: Mapping[int, P.Reply]
+    ) -> None:
+        need = math.ceil(self.min_participation * len(messages) - 1e-9)
+        if len(replies) < need:
+            task = next(iter(messages.values())).task
+            raise ParticipationError(
+                f"round {self._round}: only {len(replies)} of {len(messages)} clients answered "
+                f"task {task!r}; min_participation = {self.min_participation:g} needs {need} "
+                "(lower min_participation to train on fewer clients)"
+            )
 
     def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
         return {cid: models[cid].evaluate(*self._clients[cid].test) for cid in sorted(models)}
@@ -194,6 +241,7 @@ class SimulationEngine:
         self._bytes_down: dict[int, int] = dict.fromkeys(self._clients, 0)
         self._seconds: dict[str, float] = defaultdict(float)
         self._rejected: list[dict[str, Any]] = []
+        self._faults: list[dict[str, Any]] = []
 
     def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
         """Run one round of `algorithm` and return its JSON-ready record."""
@@ -224,6 +272,9 @@ class SimulationEngine:
         record["seconds"] = {k: round(v, 4) for k, v in self._seconds.items()}
         record["seconds"]["total"] = round(total, 4)
         record["rejected"] = list(self._rejected)
+        if self.faults is not None:
+            record["faults"] = list(self._faults)
+            record["byzantine"] = sorted(self.faults.byzantine)
         self.reporter.round_end(record)
         return record
 
@@ -235,6 +286,12 @@ class SimulationEngine:
             for t in range(start_round, rounds + 1):
                 result.records.append(self.run_round(algorithm, t, rounds))
         return result
+
+
+def _crash(message: P.Message) -> P.Reply:
+    """What a client whose code raised at the start of `message`'s task answers."""
+    err = InjectedCrash(f"injected crash in task {message.task!r}")
+    return P.Reply(message.task, error=f"InjectedCrash: {err}", error_kind="crash")
 
 
 def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:
@@ -251,15 +308,28 @@ def simulate(
     device: str = "cpu",
     progress: bool | Reporter = False,
     strict: bool = True,
+    faults: FaultConfig | Mapping[str, Any] | None = None,
+    min_participation: float = 0.0,
+    max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
     Same seed, clients and algorithm settings give the same metrics on CPU. `strict=False`
-    excludes clients whose code raises instead of stopping the run.
+    excludes clients whose code raises instead of stopping the run. `faults` injects seeded
+    drop-outs, stragglers, crashes, corrupted payloads and Byzantine clients (a FaultConfig or
+    a mapping of its fields); `min_participation` ends the run when fewer clients answer a step.
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     engine = SimulationEngine(
-        clients, public_x, seed=seed, device=device, reporter=reporter, strict=strict
+        clients,
+        public_x,
+        seed=seed,
+        device=device,
+        reporter=reporter,
+        strict=strict,
+        faults=faults,
+        min_participation=min_participation,
+        max_payload_bytes=max_payload_bytes,
     )
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
         torch.manual_seed(seed)

@@ -33,8 +33,13 @@ from cosmosfl.experiment.config import (
     reference_runs,
 )
 from cosmosfl.experiment.report import Report, algorithm_order, write_report
-from cosmosfl.experiment.rundir import CONFIG, SUMMARY, write_atomic
-from cosmosfl.experiment.runner import check_clients, run_experiment
+from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
+from cosmosfl.experiment.runner import (
+    check_clients,
+    resumable,
+    resume_experiment,
+    run_experiment,
+)
 
 # Same-named settings that are NOT carried over from the base algorithm section, and why.
 # λ weights COSMOS's consistency regulariser r_B; the baselines that accept `lam` have no such
@@ -208,13 +213,22 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
+def _resolved(old: dict[str, Any]) -> dict[str, Any]:
+    """An old run's config with settings added to cosmosfl since then at their defaults, so
+    that a new setting alone does not make every finished run look changed."""
+    try:
+        return yaml.safe_load(dump_config(config_from_dict(old)))
+    except ConfigError:
+        return old
+
+
 def run_state(run: PlannedRun) -> tuple[str, list[str]]:
     """'new', 'unfinished', 'finished' (same config) or 'changed' (with the differences)."""
     if not (run.path / SUMMARY).is_file():
         return ("unfinished" if run.path.exists() else "new"), []
     old_path = run.path / CONFIG
     old = yaml.safe_load(old_path.read_text()) if old_path.is_file() else {}
-    diffs = config_differences(old or {}, yaml.safe_load(dump_config(run.config)))
+    diffs = config_differences(_resolved(old or {}), yaml.safe_load(dump_config(run.config)))
     return ("changed", diffs) if diffs else ("finished", [])
 
 
@@ -257,7 +271,12 @@ def run_compare(
             continue
         echo(f"[{i}/{total}] {run.algorithm} seed {run.seed} ... -> {run.path}")
         start = time.perf_counter()
-        result = run_experiment(run.config, run.path, progress=progress, force=state == "changed")
+        if state == "unfinished" and resumable(run.path, run.config):
+            echo(f"[{i}/{total}] resuming from its checkpoint")
+            result = resume_experiment(run.path, progress=progress)
+        else:  # unfinished without a usable checkpoint: start it over
+            force = state == "changed" or (run.path / CHECKPOINT).is_file()
+            result = run_experiment(run.config, run.path, progress=progress, force=force)
         echo(
             f"[{i}/{total}] {run.algorithm} seed {run.seed} done in "
             f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "

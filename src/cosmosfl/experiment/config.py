@@ -18,6 +18,7 @@ import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
 from cosmosfl.data.sources import DATASET_NAMES
+from cosmosfl.engines.faults import FaultConfig
 
 
 class ConfigError(ValueError):
@@ -63,9 +64,14 @@ class ExperimentConfig:
     rounds: int = 10
     device: str = "cpu"  # cpu | cuda | mps | auto
     threads: int | None = None  # torch CPU threads (None: torch's default; 1 suits tiny models)
+    # A step of a round answered by fewer than this fraction of the clients it addressed ends
+    # the run with an error instead of training on too little.
+    min_participation: float = 0.5
+    max_payload_bytes: int = 1 << 30  # larger payloads are rejected (the sender is excluded)
     data: DataConfig = field(default_factory=DataConfig)
     clients: ClientsConfig = field(default_factory=ClientsConfig)
     algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
+    faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -207,7 +213,8 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
     return {"name": name, **{key: getattr(instance, key) for key in options}}
 
 
-TOP_LEVEL = ("seed", "rounds", "device", "threads", "data", "clients", "algorithm")
+RUN_SETTINGS = ("seed", "rounds", "device", "threads", "min_participation", "max_payload_bytes")
+TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults")
 
 
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
@@ -219,11 +226,22 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
     top = _build(
         ExperimentConfig,
-        {k: v for k, v in raw.items() if k in ("seed", "rounds", "device", "threads")},
+        {k: v for k, v in raw.items() if k in RUN_SETTINGS},
         "config",
     )
+    try:
+        top.faults = _build(FaultConfig, raw.get("faults"), "faults")
+    except (TypeError, ValueError) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(str(err)) from None
     top.data = _build(DataConfig, raw.get("data"), "data")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
+    if isinstance(top.clients.models, dict):
+        # By name, as a mapping read from a file already is (apply_overrides round-trips it
+        # through sorted YAML): the same mix then gives the same clients whether it came from a
+        # file, an override or a run directory's config.yaml (which resume rebuilds from).
+        top.clients.models = dict(sorted(top.clients.models.items()))
     algorithm = raw.get("algorithm") or {}
     if isinstance(algorithm, dict) and "name" not in algorithm:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
@@ -244,6 +262,13 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
         cfg.threads,
         "use an integer >= 1 or null",
     )
+    need(
+        0 <= cfg.min_participation <= 1,
+        "min_participation",
+        cfg.min_participation,
+        "use a fraction in [0, 1]",
+    )
+    need(cfg.max_payload_bytes >= 1, "max_payload_bytes", cfg.max_payload_bytes, "use >= 1")
     need(
         cfg.device.split(":")[0] in ("cpu", "cuda", "mps", "auto"),
         "device",

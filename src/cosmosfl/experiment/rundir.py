@@ -13,6 +13,7 @@ from cosmosfl.experiment.config import ConfigError, ExperimentConfig, dump_confi
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
+CHECKPOINT = "checkpoint.pt"  # written by experiment/checkpoint.py
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -45,8 +46,13 @@ class RunDirectory:
                 f"{self.path} already holds a finished run (summary.json exists); "
                 "choose another --out or pass --force to overwrite it"
             )
+        if (self.path / CHECKPOINT).is_file() and not force:
+            raise ConfigError(
+                f"{self.path} holds an interrupted run with a checkpoint; continue it with "
+                f"`cosmosfl run --resume {self.path}`, or pass --force to start it over"
+            )
         self.path.mkdir(parents=True, exist_ok=True)
-        for name in (METRICS, SUMMARY):
+        for name in (METRICS, SUMMARY, CHECKPOINT):
             (self.path / name).unlink(missing_ok=True)
         write_atomic(self.path / CONFIG, dump_config(cfg))
 
@@ -55,6 +61,10 @@ class RunDirectory:
             f.write(json.dumps(record, sort_keys=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+    def rewrite_records(self, records: list[dict[str, Any]]) -> None:
+        """Replace metrics.jsonl with `records` (on resume: the checkpoint's rounds only)."""
+        write_atomic(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in records))
 
     def finish(self, summary: dict[str, Any]) -> None:
         write_atomic(self.path / SUMMARY, json.dumps(summary, indent=2) + "\n")

@@ -26,13 +26,21 @@ from cosmosfl.data import (
 )
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine, SimulationResult
+from cosmosfl.experiment.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    restore,
+    save_checkpoint,
+)
 from cosmosfl.experiment.config import (
     ConfigError,
     ExperimentConfig,
+    dump_config,
+    load_config,
     reference_runs,
     settings_class,
 )
-from cosmosfl.experiment.rundir import RunDirectory
+from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.sklearn import SklearnLearner
@@ -241,15 +249,66 @@ def run_experiment(
     force: bool = False,
     engine: EngineFactory | None = None,
 ) -> SimulationResult:
-    """Run a config end to end; with `out`, write the run directory as rounds complete."""
+    """Run a config end to end; with `out`, write the run directory as rounds complete, and a
+    checkpoint after every round (see `resume_experiment`)."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
     if run_dir is not None and run_dir.finished and not force:
         run_dir.prepare(cfg, force=False)  # raises the "already finished" error before any work
+    return _execute(cfg, run_dir, progress, force=force, engine=engine)
+
+
+def resume_experiment(out: str | Path, *, progress: bool | Reporter = True) -> SimulationResult:
+    """Continue an interrupted run from its last complete round.
+
+    The config is the run directory's own config.yaml; the clients, the algorithm's server
+    state, the RNG states and the metrics so far come from its checkpoint, so the finished run
+    has the same metrics as one that was never interrupted (on CPU).
+    """
+    run_dir = RunDirectory(Path(out))
+    if run_dir.finished:
+        raise CheckpointError(
+            f"{run_dir.path} already holds a finished run (summary.json exists); nothing to resume"
+        )
+    config_path = run_dir.path / CONFIG
+    if not config_path.is_file():
+        raise CheckpointError(f"{run_dir.path} is not a run directory (no {CONFIG})")
+    cfg = load_config(config_path)
+    state = load_checkpoint(run_dir.path)
+    if state["config"] != dump_config(cfg):
+        raise CheckpointError(
+            f"{config_path} differs from the config the checkpoint was made with; "
+            "restore it, or start a new run"
+        )
+    return _execute(cfg, run_dir, progress, checkpoint=state)
+
+
+def resumable(out: str | Path, cfg: ExperimentConfig) -> bool:
+    """Whether `out` holds an unfinished run of exactly `cfg` with a checkpoint to resume."""
+    path = Path(out)
+    if RunDirectory(path).finished or not (path / CHECKPOINT).is_file():
+        return False
+    config_path = path / CONFIG
+    return config_path.is_file() and config_path.read_text() == dump_config(cfg)
+
+
+def _execute(
+    cfg: ExperimentConfig,
+    run_dir: RunDirectory | None,
+    progress: bool | Reporter,
+    *,
+    force: bool = False,
+    checkpoint: dict[str, Any] | None = None,
+    engine: EngineFactory | None = None,
+) -> SimulationResult:
     start = time.perf_counter()
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     exp = build_experiment(cfg)  # everything is validated before the run directory is touched
-    if run_dir is not None:
+    if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
+        raise CheckpointError(
+            f"{cfg.algorithm['name']} is a reference run without checkpoints; rerun it"
+        )
+    if run_dir is not None and checkpoint is None:
         run_dir.prepare(cfg, force=force)
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     reporter.log(
@@ -260,7 +319,7 @@ def run_experiment(
     torch.manual_seed(cfg.seed)
     on_record = run_dir.append_record if run_dir is not None else None
     if isinstance(exp.algorithm, Algorithm):
-        result = _run_federated(exp, exp.algorithm, reporter, on_record, engine)
+        result = _run_federated(exp, exp.algorithm, reporter, run_dir, checkpoint, engine)
     else:  # a reference run (centralized): not a protocol algorithm, see centralized.py
         result = exp.algorithm.run(exp, cfg.rounds, reporter, on_record=on_record)
     meta = {
@@ -287,23 +346,46 @@ def _run_federated(
     exp: Experiment,
     algorithm: Algorithm,
     reporter: Reporter,
-    on_record: Callable[[dict[str, Any]], None] | None,
+    run_dir: RunDirectory | None,
+    checkpoint: dict[str, Any] | None = None,
     engine_factory: EngineFactory | None = None,
 ) -> SimulationResult:
     cfg = exp.config
+    # Checkpoints hold the clients' states, which only the in-process engine has: a run on
+    # another engine (Flower: the clients live on their nodes) is not checkpointed.
+    checkpointing = engine_factory is None
     if engine_factory is not None:
         engine = engine_factory(exp, reporter)
     else:
         engine = SimulationEngine(
-            exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
+            exp.clients,
+            exp.public_x,
+            seed=cfg.seed,
+            device=cfg.device,
+            reporter=reporter,
+            faults=cfg.faults,
+            min_participation=cfg.min_participation,
+            max_payload_bytes=cfg.max_payload_bytes,
         )
     result = SimulationResult(algorithm.name, algorithm.primary_model)
+    first = 1
+    if checkpoint is not None:
+        result.records = restore(checkpoint, algorithm, exp.clients)
+        first = int(checkpoint["round"]) + 1
+        if run_dir is not None:  # drop any record of the round the interruption cut short
+            run_dir.rewrite_records(result.records)
+        reporter.log(f"resuming after round {first - 1} of {cfg.rounds}")
+    config_text = dump_config(cfg)
     with reporter.running(cfg.rounds):
-        for t in range(1, cfg.rounds + 1):
+        for t in range(first, cfg.rounds + 1):
             record = engine.run_round(algorithm, t, cfg.rounds)
             result.records.append(record)
-            if on_record is not None:
-                on_record(record)
+            if run_dir is not None:
+                run_dir.append_record(record)
+            if run_dir is not None and checkpointing:
+                save_checkpoint(
+                    run_dir.path, t, algorithm, exp.clients, result.records, config_text
+                )
     return result
 
 

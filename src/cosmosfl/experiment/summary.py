@@ -55,6 +55,14 @@ def summarize(
         summary["final_round"]["sem_over_clients_top5"] = {
             m: _sem(list(v.values())) for m, v in last["top5"].items()
         }
+    summary["rejected_replies"] = sum(len(r.get("rejected", [])) for r in result.records)
+    if any("faults" in r for r in result.records):  # a run with injected faults
+        counts: dict[str, int] = {}
+        for r in result.records:
+            for f in r.get("faults", []):
+                counts[f["fault"]] = counts.get(f["fault"], 0) + 1
+        summary["injected_faults"] = dict(sorted(counts.items()))  # (client, task) events
+        summary["byzantine"] = last.get("byzantine", [])
     if wall_seconds is not None:
         summary["wall_seconds"] = round(wall_seconds, 2)
     if result.clusters is not None:

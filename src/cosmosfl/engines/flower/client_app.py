@@ -72,7 +72,7 @@ def load_client(
         raise ValueError(f"partition-id {pid} is not a client of this config (ids {ids})")
     for c in exp.clients:
         c.public_x = exp.public_x
-        _CLIENTS[(settings.config_text, c.id)] = (c, c.learner.get_state())
+        _CLIENTS[(settings.config_text, c.id)] = (c, c.get_state())
     client, initial = _CLIENTS[key]
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     torch.save({"client": client, "initial": initial}, tmp)
@@ -154,7 +154,7 @@ def make_client_app(
                     f"client_factory must return the client with id {pid} (the partition id) "
                     f"and its public set U attached (public_x); got id {client.id}"
                 )
-            own[pid] = (client, client.learner.get_state())
+            own[pid] = (client, client.get_state())
         return own[pid]
 
     @app.query(codec.ACTION)
@@ -170,12 +170,12 @@ def make_client_app(
                 cache = context.node_config.get("cache-dir")
                 client, initial = load_client(settings, pid, str(cache) if cache else None)
             saved = load_state(context.state)
-            client.learner.set_state(copy.deepcopy(initial) if saved is None else saved)
+            client.set_state(copy.deepcopy(initial) if saved is None else saved)
             for item in batch.items:
                 if hook is not None:
                     hook(client, item)
                 replies.append(serve(client, item))
-            save_state(context.state, client.learner.get_state())
+            save_state(context.state, client.get_state())
         return Message(codec.encode_replies(pid, replies), reply_to=msg)
 
     return app

@@ -1,0 +1,113 @@
+"""Every model-agnostic algorithm survives drop-outs, stragglers, crashes and corrupted
+payloads; a corrupted reply has exactly the effect of that client dropping out of it."""
+
+import numpy as np
+import pytest
+import torch
+
+from cosmosfl.algorithms import Comet, Cosmos, FedCT, FedMD, Local
+from cosmosfl.core import protocol as P
+from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines.faults import CORRUPTIONS
+
+from .test_baselines import digits_federation
+
+FAST = {"pretrain_epochs": 2, "local_epochs": 1}
+ALGORITHMS = {
+    "cosmos": lambda: Cosmos(
+        **FAST, server_epochs=1, distill_epochs=1, server_lr=1e-3, server_model="mlp"
+    ),
+    "fedmd": lambda: FedMD(**FAST, distill_epochs=1),
+    "fedct": lambda: FedCT(**FAST),
+    "comet": lambda: Comet(**FAST, distill_epochs=1),
+    "local": lambda: Local(**FAST),
+}
+
+
+def run(name, rounds=3, seed=0, **faults):
+    clients, public_x, _ = digits_federation()
+    engine = SimulationEngine(clients, public_x, seed=seed, faults=faults, min_participation=0.3)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return engine.run(ALGORITHMS[name](), rounds)
+
+
+def outcome(result):
+    """What a run computed: accuracies and clusters (not timing, bytes or the fault log)."""
+    keep = ("accuracy", "clusters", "K", "threshold", "updated_clusters", "consensus_agreement")
+    return [{k: r[k] for k in keep if k in r} for r in result.records]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_every_algorithm_completes_under_mixed_faults(name):
+    result = run(name, dropout=0.15, straggler=0.1, crash=0.1, corrupt=0.1)
+    faults = [f for r in result.records for f in r["faults"]]
+    assert {f["fault"] for f in faults} == {"dropout", "straggler", "crash", "corrupt"}
+    for rec in result.records:  # evaluation is never faulted: every client is measured
+        assert len(rec["accuracy"]["client_model"]) == 10
+        for rejected in rec["rejected"]:
+            assert {"client", "task", "reason"} <= set(rejected)
+    if name != "local":  # local sends no payload that could be corrupted
+        assert any(r["rejected"] for r in result.records)
+
+
+@pytest.mark.parametrize("name", ["cosmos", "fedmd", "fedct", "comet"])
+def test_corrupted_replies_equal_dropping_out_of_them(name):
+    corrupt = run(name, corrupt=0.1, corruption="random")
+    dropout = run(name, dropout=0.1, tasks=[P.PREDICT_PUBLIC])
+    hit = [
+        (r["round"], f["client"]) for r in corrupt.records for f in r["faults"]
+        if f["task"] == P.PREDICT_PUBLIC
+    ]  # fmt: skip
+    assert hit, "the seed must fault someone for the comparison to mean anything"
+    assert hit == [
+        (r["round"], f["client"]) for r in dropout.records for f in r["faults"]
+    ]  # the same clients in the same rounds
+    rejected = [(r["round"], x["client"]) for r in corrupt.records for x in r["rejected"]]
+    assert rejected == hit  # every corrupted reply was rejected, nothing else
+    assert outcome(corrupt) == outcome(dropout)
+
+
+def test_random_corruption_draws_every_class():
+    from cosmosfl.engines.faults import FaultConfig, FaultInjector
+
+    inj = FaultInjector(FaultConfig(corrupt=1.0), list(range(10)), seed=0)
+    drawn = {inj.corruption(r, c) for r in range(1, 20) for c in range(10)}
+    assert drawn == set(CORRUPTIONS)
+
+
+def _cosmos_engine(fault):
+    clients, public_x, part = digits_federation()
+    engine = SimulationEngine(clients, public_x, seed=0, faults={"dropout": 0.5})
+    engine.faults.fault = fault
+    return engine, part
+
+
+def test_cosmos_cluster_without_answers_keeps_its_model():
+    # Clients 0 and 1 share a class group (paper split): both miss round 2's pseudo-labels.
+    engine, _ = _cosmos_engine(
+        lambda r, c, t: "dropout" if r == 2 and c in (0, 1) and t == P.PREDICT_PUBLIC else None
+    )
+    algo = ALGORITHMS["cosmos"]()
+    with torch.random.fork_rng(devices=[]):
+        first = engine.run_round(algo, 1, 2)
+        k = first["clusters"]["0"]
+        assert first["clusters"]["1"] == k
+        before = algo.cluster_models[k].predict_proba(engine.public_x)
+        second = engine.run_round(algo, 2, 2)
+    assert k not in second["updated_clusters"]
+    assert sorted(second["updated_clusters"]) == sorted(set(first["clusters"].values()) - {k})
+    np.testing.assert_array_equal(algo.cluster_models[k].predict_proba(engine.public_x), before)
+    assert set(second["accuracy"]["cluster_model"]) == {str(c) for c in range(10)}
+
+
+def test_cosmos_client_missing_the_clustering_joins_the_nearest_cluster():
+    engine, part = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c == 0 else None)
+    algo = ALGORITHMS["cosmos"]()
+    with torch.random.fork_rng(devices=[]):
+        first = engine.run_round(algo, 1, 2)
+        assert "0" not in first["clusters"]  # it was offline for the clustering
+        second = engine.run_round(algo, 2, 2)
+    partner = next(c for c in range(1, 10) if part.client_group[c] == part.client_group[0])
+    assert second["clusters"]["0"] == second["clusters"][str(partner)]
