@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.learners.base import Learner
 
@@ -91,7 +92,9 @@ class Client:
             if cfg.get("hard", False):  # only the argmax travels (FedCT)
                 labels = probs.argmax(axis=1).astype(P.label_dtype(self.num_classes))
                 return P.Reply(task, arrays={"labels": labels})
-            return P.Reply(task, arrays={"probs": probs})
+            # The server chooses the payload codec; float32 is the reference.
+            codec = str(cfg.get("codec", "float32"))
+            return P.Reply(task, arrays=codecs.encode_probs(probs, codecs.check_codec(codec)))
         if task == P.DISTILL:
             return P.Reply(task, metrics=self._distill(message))
         if task == P.EVALUATE:
@@ -124,8 +127,11 @@ class Client:
     def _distill(self, message: P.Message) -> dict[str, float]:
         public = self._public()
         context = {"n": len(public), "m": self.num_classes}
+        received = codecs.decode_arrays(
+            message.arrays, context, client_id=None, task=P.DISTILL
+        )  # targets may arrive encoded (uint8, top-k)
         arrays = P.validate_arrays(
-            message.arrays,
+            received,
             P.REQUEST_SPECS[P.DISTILL],
             context,
             client_id=None,

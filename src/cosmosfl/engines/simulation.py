@@ -20,6 +20,7 @@ import torch
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
+from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.progress import Reporter, SilentReporter, make_reporter
 from cosmosfl.learners.base import Learner
@@ -155,7 +156,8 @@ class SimulationEngine:
             spec = P.REPLY_SPECS[message.task] if expect is None else expect
             try:
                 replies[cid] = P.validate_reply(
-                    reply,
+                    # Bytes were counted encoded, above; validation sees the decoded arrays.
+                    codecs.decode_reply(reply, context, client_id=cid, task=message.task),
                     spec,
                     context,
                     client_id=cid,
