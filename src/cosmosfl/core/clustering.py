@@ -25,6 +25,11 @@ def _take_rows(p: Any, rows: np.ndarray | None) -> np.ndarray:
     return out
 
 
+def _shape(p: Any) -> tuple[int, ...]:
+    shape = getattr(p, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(p)
+
+
 def sample_rows(n: int, sample: int | None, seed: int = 0) -> np.ndarray | None:
     """The rows of U used by the approximate distance (sorted), or None for all of U."""
     if sample is None or sample >= n:
@@ -59,13 +64,13 @@ def pairwise_distances(
     n_clients = len(probs)
     if n_clients == 0:
         return np.zeros((0, 0))
-    shape = np.shape(probs[0])
+    shape = _shape(probs[0])
     if len(shape) != 2:
         raise ValueError(f"each pseudo-label matrix must be 2-D (n, M); got {shape}")
     for i in range(1, n_clients):
-        if np.shape(probs[i]) != shape:
+        if _shape(probs[i]) != shape:
             raise ValueError(
-                f"pseudo-label matrices differ in shape: {shape} and {np.shape(probs[i])}"
+                f"pseudo-label matrices differ in shape: {shape} and {_shape(probs[i])}"
             )
     n, m = shape
     rows = sample_rows(n, sample, seed)
@@ -109,8 +114,11 @@ def _check_distances(distances: np.ndarray) -> np.ndarray:
         raise ValueError(f"distances must be a square matrix, got shape {d.shape}")
     if not np.isfinite(d).all():
         raise ValueError("distances contain NaN or inf")
-    if not np.allclose(d, d.T):
-        raise ValueError("distances must be symmetric")
+    # Row blocks keep the temporaries small for N in the tens of thousands.
+    step = max(1, (16 << 20) // max(d.shape[0], 1))
+    for i in range(0, d.shape[0], step):
+        if not np.allclose(d[i : i + step], d[:, i : i + step].T):
+            raise ValueError("distances must be symmetric")
     return d
 
 
