@@ -27,8 +27,13 @@ class PlantedLabels:
     table at a client-specific stride, so any subset of rows equals those rows of the whole."""
 
     def __init__(
-        self, n_clients: int, n_public: int = 10_000, classes: int = 10, groups: int = 10,
-        noise: float = 2.0, seed: int = 0,
+        self,
+        n_clients: int,
+        n_public: int = 10_000,
+        classes: int = 10,
+        groups: int = 10,
+        noise: float = 2.0,
+        seed: int = 0,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.n_clients, self.shape = n_clients, (n_public, classes)
@@ -91,8 +96,16 @@ def run(*, quick: bool = False, sample: int = 64, sizes: tuple[int, ...] | None 
     report = Report(
         "clustering",
         f"Clustering scale: l1 distances + Algorithm 1 with target K (|U| = {n_public:,}, M = 10)",
-        ["N", "mode", "distances s", "B0 search + greedy s", "total s", "K",
-         "ARI vs planted", "ARI vs exact"],
+        [
+            "N",
+            "mode",
+            "distances s",
+            "B0 search + greedy s",
+            "total s",
+            "K",
+            "ARI vs planted",
+            "ARI vs exact",
+        ],
     )
     data: dict[str, Any] = {"sample_rows": sample, "public": n_public, "runs": []}
     for n in sizes:
@@ -109,18 +122,27 @@ def run(*, quick: bool = False, sample: int = 64, sizes: tuple[int, ...] | None 
             ari_truth = float(adjusted_rand_score(truth, r["assignment"]))
             ari_exact = (
                 float(adjusted_rand_score(exact["assignment"], r["assignment"]))
-                if exact is not None else float("nan")
+                if exact is not None
+                else float("nan")
             )
             if s is None:
                 exact = r
             total = r["distances_s"] + r["clustering_s"]
-            report.rows.append([n, mode, r["distances_s"], r["clustering_s"], total, r["K"],
-                                ari_truth, ari_exact])
-            data["runs"].append({
-                "N": n, "mode": mode, "distances_s": r["distances_s"],
-                "clustering_s": r["clustering_s"], "K": r["K"], "B0": r["B0"],
-                "ari_planted": ari_truth, "ari_exact": ari_exact,
-            })
+            report.rows.append(
+                [n, mode, r["distances_s"], r["clustering_s"], total, r["K"], ari_truth, ari_exact]
+            )
+            data["runs"].append(
+                {
+                    "N": n,
+                    "mode": mode,
+                    "distances_s": r["distances_s"],
+                    "clustering_s": r["clustering_s"],
+                    "K": r["K"],
+                    "B0": r["B0"],
+                    "ari_planted": ari_truth,
+                    "ari_exact": ari_exact,
+                }
+            )
     report.data = data
     report.notes += [
         "Times are machine-specific (seconds on this machine, measured under the load of "

@@ -75,7 +75,9 @@ class Report:
         line = "| " + " | ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True))
         out = [line + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
         for row in cells:
-            out.append("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |")
+            out.append(
+                "| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |"
+            )
         return "\n".join(out)
 
     def text(self) -> str:

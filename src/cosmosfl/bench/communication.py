@@ -49,7 +49,7 @@ def run(
     *,
     data_dir: str | None = None,
     config: str | None = None,
-    rounds: int = 3,
+    rounds: int = 2,
     codecs: tuple[str, ...] = CODECS,
     seed: int = 1,
     quick: bool = False,

@@ -7,11 +7,10 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from cosmosfl.bench.common import Report
+if TYPE_CHECKING:  # the CLI builds its parser from this module: keep torch out of it
+    from cosmosfl.bench.common import Report
 
 # name -> (module, description); modules are imported on use.
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -68,6 +67,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
         return 2
     if args.threads:
+        import torch
+
         torch.set_num_threads(args.threads)
     for name in names:
         options: dict[str, Any] = {"quick": args.quick}

@@ -17,6 +17,7 @@ EPILOG = """examples:
   cosmosfl report runs/cmp                        # table.md/.tex, curves.png, communication.md
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
+  cosmosfl bench clustering communication --data-dir ../shared/data   # benchmarks/README.md
 """
 
 
@@ -92,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show-config", help="print the fully resolved config")
     _add_config_args(show)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run benchmarks (table on stdout, JSON in --out); see benchmarks/README.md",
+        description="Benchmarks measured side by side in one process: overhead, fastpath, "
+        "clustering, communication, round-time, parallel (or all).",
+    )
+    from cosmosfl.bench.runner import add_arguments
+
+    add_arguments(bench)
     return parser
 
 
@@ -196,6 +207,12 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from cosmosfl.bench.runner import run_from_args
+
+    return run_from_args(args)
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Like parse_args, but `key=value` overrides may also come after options
     (`cosmosfl run seed=2 --out runs/x rounds=3`), which argparse alone rejects."""
@@ -220,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": cmd_report,
         "partition": cmd_partition,
         "show-config": cmd_show_config,
+        "bench": cmd_bench,
     }
     try:
         return handlers[args.command](args)

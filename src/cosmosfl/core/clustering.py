@@ -90,7 +90,9 @@ def pairwise_distances(
             per_row = block.transpose(0, 1)  # (rows, N, M)
             for r in range(per_row.shape[0]):
                 total += _upper_blocks(
-                    lambda a, b: torch.cdist(a, b, p=2, compute_mode="donot_use_mm_for_euclid_dist"),
+                    lambda a, b: torch.cdist(
+                        a, b, p=2, compute_mode="donot_use_mm_for_euclid_dist"
+                    ),
                     per_row[r],
                     block_bytes,
                 )
@@ -201,7 +203,8 @@ def threshold_for_clusters(distances: np.ndarray, k: int, search: str = "scan") 
     """
     if search not in THRESHOLD_SEARCHES:
         raise ValueError(
-            f"threshold_search {search!r} is not supported; allowed: {', '.join(THRESHOLD_SEARCHES)}"
+            f"threshold_search {search!r} is not supported; "
+            f"allowed: {', '.join(THRESHOLD_SEARCHES)}"
         )
     d = _check_distances(distances)
     n = d.shape[0]

@@ -125,7 +125,9 @@ def _checked(name: str, value: Any, dtype: Any, shape: tuple[int | None, ...], f
         raise fail(name, f"expected a numpy array, got {type(value).__name__}")
     if dtype is not None and value.dtype != np.dtype(dtype):
         raise fail(name, f"dtype {value.dtype} is not {np.dtype(dtype)}")
-    if value.ndim != len(shape) or any(e is not None and e != s for e, s in zip(shape, value.shape, strict=True)):
+    if value.ndim != len(shape) or any(
+        e is not None and e != s for e, s in zip(shape, value.shape, strict=True)
+    ):
         raise fail(name, f"shape {value.shape} does not match expected {shape}")
     return value
 

@@ -55,6 +55,9 @@ class ClientsConfig:
     distill_lr: float = 1e-4  # Adam on pseudo-labels
     eval_batch_size: int = 128
     consistency_samples: int = 1  # |S|, neighbours per point in r_B
+    # Fast path (docs/performance.md): "fp32" (exact reference) or "bf16" autocast; NHWC layout.
+    precision: str = "fp32"
+    channels_last: bool = False
 
 
 @dataclass
@@ -272,6 +275,13 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
     need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
     need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
+    need(c.precision in ("fp32", "bf16"), "clients.precision", c.precision, "allowed: fp32, bf16")
+    need(
+        c.eval_batch_size >= 1,
+        "clients.eval_batch_size",
+        c.eval_batch_size,
+        "use an integer >= 1",
+    )
     need(
         c.consistency_samples >= 1,
         "clients.consistency_samples",

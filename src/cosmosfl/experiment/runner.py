@@ -117,6 +117,8 @@ def make_learner(
         consistency_samples=c.consistency_samples,
         device=cfg.device,
         seed=seed,
+        precision=c.precision,
+        channels_last=c.channels_last,
     )
 
 
