@@ -34,10 +34,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "cosmosfl.bench.rounds:round_time",
         "seconds per COSMOS round by phase on the CIFAR-10 CPU config",
     ),
-    "parallel": (
-        "cosmosfl.bench.rounds:parallel",
-        "serial vs worker-process clients (same results, wall time)",
-    ),
 }
 
 
@@ -72,9 +68,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     for name in names:
         options: dict[str, Any] = {"quick": args.quick}
-        if name in ("communication", "round-time", "parallel", "overhead", "fastpath"):
+        if name in ("communication", "round-time", "overhead", "fastpath"):
             options.update(data_dir=args.data_dir)
-        if name in ("communication", "round-time", "parallel"):
+        if name in ("communication", "round-time"):
             options.update(config=args.config)
         report = run_benchmark(name, **options)
         print(report.text() + "\n")

@@ -80,7 +80,7 @@ def bare_predict(model, x, batch_size):
 
 
 def overhead(*, data_dir: str | None = None, quick: bool = False, repeats: int = 5) -> Report:
-    n = 256 if quick else 2000
+    n = 256 if quick else 1000
     xtr, ytr, *_ = images(data_dir, n, 100)
     x, y = torch.from_numpy(xtr), torch.from_numpy(ytr)
     targets = F.softmax(torch.randn(n, 10, generator=torch.Generator().manual_seed(0)), dim=1)
@@ -131,9 +131,9 @@ def _learner(base, precision="fp32", channels_last=False, eval_batch_size=128, s
 
 
 def fastpath(
-    *, data_dir: str | None = None, quick: bool = False, repeats: int = 3, epochs: int = 3
+    *, data_dir: str | None = None, quick: bool = False, repeats: int = 2, epochs: int = 2
 ) -> Report:
-    n_train, n_test = (256, 256) if quick else (2000, 2000)
+    n_train, n_test = (256, 256) if quick else (1000, 1000)
     epochs = 1 if quick else epochs
     xtr, ytr, xte, yte, source = images(data_dir, n_train, n_test)
     report = Report(

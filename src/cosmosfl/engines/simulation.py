@@ -23,6 +23,7 @@ from cosmosfl.client import Client
 from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.progress import Reporter, SilentReporter, make_reporter
+from cosmosfl.engines.workers import WorkerPool
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
 
@@ -82,10 +83,14 @@ class SimulationEngine:
         reporter: Reporter | None = None,
         max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = True,
+        workers: int = 1,
+        worker_devices: Sequence[str] | None = None,
     ) -> None:
         """`strict`: an exception raised by client code stops the run with its traceback
         (a bug should not silently shrink the federation); otherwise the client is excluded
-        from that step like a client whose payload was rejected."""
+        from that step like a client whose payload was rejected.
+        `workers` > 1 serves clients from that many processes, one torch thread each
+        (engines/workers.py); `close()` brings the trained learners back into the clients."""
         if not clients:
             raise ValueError("a federation needs at least one client")
         ids = [c.id for c in clients]
@@ -109,6 +114,24 @@ class SimulationEngine:
         self.strict = strict
         self._round = 0
         self._reset_round()
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self._pool = (
+            WorkerPool(list(self._clients.values()), workers, devices=worker_devices)
+            if workers > 1 and len(self._clients) > 1
+            else None
+        )
+
+    def close(self) -> None:
+        """Stop worker processes (if any), first copying their learners into the clients."""
+        if self._pool is None:
+            return
+        try:
+            for cid, learner in self._pool.learners().items():
+                self._clients[cid].learner = learner
+        finally:
+            self._pool.close()
+            self._pool = None
 
     # -- Federation --------------------------------------------------------------------------
     @property
@@ -139,12 +162,17 @@ class SimulationEngine:
         replies: dict[int, P.Reply] = {}
         failures: list[str] = []
         context = {"n": len(self._public_x), "m": self._num_classes}
+        # Worker processes answer all messages concurrently; replies are then processed in
+        # client order exactly as in the serial loop below.
+        delivered = self._pool.handle(messages) if self._pool is not None else None
         for cid in sorted(messages):
             if cid not in self._clients:
                 raise KeyError(f"message addressed to unknown client {cid}")
             message = messages[cid]
             self._bytes_down[cid] += P.message_bytes(message)
-            reply = self._clients[cid].handle(message)
+            reply = (
+                delivered[cid] if delivered is not None else self._clients[cid].handle(message)
+            )
             if self.strict and isinstance(reply, P.Reply) and reply.error_kind == "exception":
                 raise ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "
@@ -233,9 +261,12 @@ class SimulationEngine:
         if rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {rounds}")
         result = SimulationResult(algorithm.name, algorithm.primary_model)
-        with self.reporter.running(rounds):
-            for t in range(start_round, rounds + 1):
-                result.records.append(self.run_round(algorithm, t, rounds))
+        try:
+            with self.reporter.running(rounds):
+                for t in range(start_round, rounds + 1):
+                    result.records.append(self.run_round(algorithm, t, rounds))
+        finally:
+            self.close()
         return result
 
 
@@ -253,15 +284,23 @@ def simulate(
     device: str = "cpu",
     progress: bool | Reporter = False,
     strict: bool = True,
+    workers: int = 1,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
     Same seed, clients and algorithm settings give the same metrics on CPU. `strict=False`
-    excludes clients whose code raises instead of stopping the run.
+    excludes clients whose code raises instead of stopping the run. `workers` > 1 runs clients
+    in that many processes (same records as a serial run with one torch thread).
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     engine = SimulationEngine(
-        clients, public_x, seed=seed, device=device, reporter=reporter, strict=strict
+        clients,
+        public_x,
+        seed=seed,
+        device=device,
+        reporter=reporter,
+        strict=strict,
+        workers=workers,
     )
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
         torch.manual_seed(seed)

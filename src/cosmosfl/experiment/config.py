@@ -66,6 +66,7 @@ class ExperimentConfig:
     rounds: int = 10
     device: str = "cpu"  # cpu | cuda | mps | auto
     threads: int | None = None  # torch CPU threads (None: torch's default; 1 suits tiny models)
+    workers: int = 1  # client worker processes (1: serial, in-process); one thread each
     data: DataConfig = field(default_factory=DataConfig)
     clients: ClientsConfig = field(default_factory=ClientsConfig)
     algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
@@ -210,7 +211,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
     return {"name": name, **{key: getattr(instance, key) for key in options}}
 
 
-TOP_LEVEL = ("seed", "rounds", "device", "threads", "data", "clients", "algorithm")
+TOP_LEVEL = ("seed", "rounds", "device", "threads", "workers", "data", "clients", "algorithm")
 
 
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
@@ -222,7 +223,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
     top = _build(
         ExperimentConfig,
-        {k: v for k, v in raw.items() if k in ("seed", "rounds", "device", "threads")},
+        {k: v for k, v in raw.items() if k in ("seed", "rounds", "device", "threads", "workers")},
         "config",
     )
     top.data = _build(DataConfig, raw.get("data"), "data")
@@ -241,6 +242,7 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
             raise ConfigError(f"{field_name} = {value!r} is not allowed; {allowed}")
 
     need(cfg.rounds >= 1, "rounds", cfg.rounds, "use an integer >= 1")
+    need(cfg.workers >= 1, "workers", cfg.workers, "use an integer >= 1 (1 = serial)")
     need(
         cfg.threads is None or cfg.threads >= 1,
         "threads",

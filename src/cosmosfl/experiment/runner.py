@@ -270,15 +270,23 @@ def _run_federated(
 ) -> SimulationResult:
     cfg = exp.config
     engine = SimulationEngine(
-        exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device, reporter=reporter
+        exp.clients,
+        exp.public_x,
+        seed=cfg.seed,
+        device=cfg.device,
+        reporter=reporter,
+        workers=cfg.workers,
     )
     result = SimulationResult(algorithm.name, algorithm.primary_model)
-    with reporter.running(cfg.rounds):
-        for t in range(1, cfg.rounds + 1):
-            record = engine.run_round(algorithm, t, cfg.rounds)
-            result.records.append(record)
-            if on_record is not None:
-                on_record(record)
+    try:
+        with reporter.running(cfg.rounds):
+            for t in range(1, cfg.rounds + 1):
+                record = engine.run_round(algorithm, t, cfg.rounds)
+                result.records.append(record)
+                if on_record is not None:
+                    on_record(record)
+    finally:
+        engine.close()
     return result
 
 
