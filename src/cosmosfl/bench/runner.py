@@ -34,6 +34,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "cosmosfl.bench.rounds:round_time",
         "seconds per COSMOS round by phase on the CIFAR-10 CPU config",
     ),
+    "parallel": (
+        "cosmosfl.bench.rounds:parallel",
+        "serial vs worker-process clients: same records, wall time by phase",
+    ),
 }
 
 
@@ -68,9 +72,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     for name in names:
         options: dict[str, Any] = {"quick": args.quick}
-        if name in ("communication", "round-time", "overhead", "fastpath"):
+        if name in ("communication", "round-time", "parallel", "overhead", "fastpath"):
             options.update(data_dir=args.data_dir)
-        if name in ("communication", "round-time"):
+        if name in ("communication", "round-time", "parallel"):
             options.update(config=args.config)
         report = run_benchmark(name, **options)
         print(report.text() + "\n")
