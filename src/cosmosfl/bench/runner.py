@@ -34,6 +34,14 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "cosmosfl.bench.rounds:round_time",
         "seconds per COSMOS round by phase on the CIFAR-10 CPU config",
     ),
+    "time-to-accuracy": (
+        "cosmosfl.bench.accuracy:time_to_accuracy",
+        "wall time to a target accuracy: paper model choices vs recommended CPU choices",
+    ),
+    "model-cost": (
+        "cosmosfl.bench.accuracy:model_cost",
+        "training images/s of the paper's models vs the recommended CPU models",
+    ),
     "parallel": (
         "cosmosfl.bench.rounds:parallel",
         "serial vs worker-process clients: same records, wall time by phase",
@@ -72,9 +80,16 @@ def run_from_args(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     for name in names:
         options: dict[str, Any] = {"quick": args.quick}
-        if name in ("communication", "round-time", "parallel", "overhead", "fastpath"):
+        if name in (
+            "communication",
+            "round-time",
+            "parallel",
+            "overhead",
+            "fastpath",
+            "time-to-accuracy",
+        ):
             options.update(data_dir=args.data_dir)
-        if name in ("communication", "round-time", "parallel"):
+        if name in ("communication", "round-time", "parallel", "time-to-accuracy"):
             options.update(config=args.config)
         report = run_benchmark(name, **options)
         print(report.text() + "\n")
