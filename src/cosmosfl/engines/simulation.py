@@ -129,6 +129,8 @@ class SimulationEngine:
         try:
             for cid, learner in self._pool.learners().items():
                 self._clients[cid].learner = learner
+        except RuntimeError as err:  # a dead worker: keep the error that stopped the run
+            self.reporter.log(f"could not copy learners back from the workers: {err}")
         finally:
             self._pool.close()
             self._pool = None
