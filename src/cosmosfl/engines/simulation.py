@@ -172,9 +172,7 @@ class SimulationEngine:
                 raise KeyError(f"message addressed to unknown client {cid}")
             message = messages[cid]
             self._bytes_down[cid] += P.message_bytes(message)
-            reply = (
-                delivered[cid] if delivered is not None else self._clients[cid].handle(message)
-            )
+            reply = delivered[cid] if delivered is not None else self._clients[cid].handle(message)
             if self.strict and isinstance(reply, P.Reply) and reply.error_kind == "exception":
                 raise ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "

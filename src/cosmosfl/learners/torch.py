@@ -194,8 +194,9 @@ class TorchLearner(Learner):
                         # so BatchNorm's batch statistics for the main term come from clean x.
                         reg = sum(
                             consistency_loss(
-                                self.model(self._layout(self.augmentation(xb, self._generator)))
-                                .float(),
+                                self.model(
+                                    self._layout(self.augmentation(xb, self._generator))
+                                ).float(),
                                 clean.float(),
                                 wb,
                             )
