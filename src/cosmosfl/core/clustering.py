@@ -214,7 +214,8 @@ def threshold_for_clusters(distances: np.ndarray, k: int, search: str = "scan") 
         return 0.0
     if search == "auto":
         search = "scan" if n <= SCAN_MAX_CLIENTS else "bisect"
-    candidates = np.unique(np.concatenate([[0.0], d[np.triu_indices(n, 1)]]))
+    # Row slices instead of np.triu_indices: no 2 x N²/2 index arrays for large N.
+    candidates = np.unique(np.concatenate([[0.0], *(d[i, i + 1 :] for i in range(n - 1))]))
     lo = int(np.searchsorted(candidates, _components_bound(d, k)))
     if search == "scan":
         for b in candidates[lo:]:
