@@ -27,7 +27,52 @@ def strip(records):
     return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
 
 
-def test_parallel_clients_equal_serial():
+def tiny_federation():
+    from cosmosfl import TorchLearner
+    from cosmosfl.models import build_model
+
+    rng = np.random.default_rng(0)
+    clients = []
+    for cid in range(4):
+        x = rng.normal(size=(24, 1, 8, 8)).astype(np.float32)
+        y = rng.integers(0, 3, 24)
+        net = build_model("mlp", in_channels=1, num_classes=3, image_size=8, seed=cid)
+        clients.append(Client(cid, TorchLearner(net, seed=cid), (x, y), (x[:8], y[:8])))
+    return clients, rng.normal(size=(16, 1, 8, 8)).astype(np.float32)
+
+
+def test_parallel_clients_equal_serial_and_learners_come_back():
+    import torch
+
+    from cosmosfl import Cosmos, simulate
+
+    def run(workers):
+        clients, public = tiny_federation()
+        algo = Cosmos(
+            target_clusters=2,
+            server_model="mlp",
+            pretrain_epochs=2,
+            local_epochs=1,
+            server_epochs=1,
+            distill_epochs=1,
+        )
+        return simulate(algo, clients, public, rounds=2, seed=1, workers=workers), clients
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # workers run one thread each; serial must match that
+    try:
+        (serial, serial_clients), (parallel, parallel_clients) = run(1), run(2)
+    finally:
+        torch.set_num_threads(threads)
+    assert strip(parallel.records) == strip(serial.records)
+    # The trained learners were copied back from the workers into the caller's clients.
+    for a, b in zip(serial_clients, parallel_clients, strict=True):
+        for p, q in zip(a.learner.model.parameters(), b.learner.model.parameters(), strict=True):
+            assert torch.equal(p, q)
+
+
+@pytest.mark.slow
+def test_parallel_clients_equal_serial_on_a_config():
     serial = run_experiment(load_config("configs/default.yaml", FAST), progress=False)
     parallel = run_experiment(
         load_config("configs/default.yaml", [*FAST, "workers=2"]), progress=False
