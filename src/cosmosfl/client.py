@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
@@ -143,7 +144,9 @@ class Client:
             if cfg.get("hard", False):  # only the argmax travels (FedCT)
                 labels = probs.argmax(axis=1).astype(P.label_dtype(self.num_classes))
                 return P.Reply(task, arrays={"labels": labels})
-            return P.Reply(task, arrays={"probs": probs})
+            # The server chooses the payload codec; float32 is the reference.
+            codec = str(cfg.get("codec", "float32"))
+            return P.Reply(task, arrays=codecs.encode_probs(probs, codecs.check_codec(codec)))
         if task == P.DISTILL:
             return P.Reply(task, metrics=self._distill(message))
         if task == P.EVALUATE:
@@ -234,8 +237,11 @@ class Client:
     def _distill(self, message: P.Message) -> dict[str, float]:
         public = self._public()
         context = {"n": len(public), "m": self.num_classes}
+        received = codecs.decode_arrays(
+            message.arrays, context, client_id=None, task=P.DISTILL
+        )  # targets may arrive encoded (uint8, top-k)
         arrays = P.validate_arrays(
-            message.arrays,
+            received,
             P.REQUEST_SPECS[P.DISTILL],
             context,
             client_id=None,

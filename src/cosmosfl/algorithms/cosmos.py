@@ -30,10 +30,12 @@ from cosmosfl.algorithms.base import (
     iter_clusters,
 )
 from cosmosfl.client import CLIENT_WEIGHTS
+from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
 from cosmosfl.core.clustering import (
     DISTANCES,
+    THRESHOLD_SEARCHES,
     assignment_from_clusters,
     greedy_clustering,
     pairwise_distances,
@@ -105,6 +107,12 @@ class Cosmos(Algorithm):
     server_width: float = 1.0
     server_batch_size: int = 32
     server_lr: float = 1e-4
+    # Performance (docs/performance.md). codec: how soft labels travel both ways (float32,
+    # float16, uint8, top<k>). distance_sample: estimate distances on this many rows of U
+    # (None: exact, all of U). threshold_search: how B0 is found for target_clusters.
+    codec: str = "float32"
+    distance_sample: int | None = None
+    threshold_search: str = "auto"
     augmentation: Augmentation | None = None
     server_learner: ServerLearnerFactory | None = None
 
@@ -139,6 +147,12 @@ class Cosmos(Algorithm):
         _choice("distance", self.distance, DISTANCES)
         _choice("aggregation", self.aggregation, AGGREGATIONS)
         _choice("client_weights", self.client_weights, CLIENT_WEIGHTS)
+        _choice("threshold_search", self.threshold_search, THRESHOLD_SEARCHES)
+        codecs.check_codec(self.codec)
+        if self.distance_sample is not None and self.distance_sample < 1:
+            raise ValueError(
+                f"distance_sample must be >= 1 or None (exact), got {self.distance_sample}"
+            )
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 = hard labels), got {self.temperature}")
         if self.lam < 0:
@@ -155,7 +169,8 @@ class Cosmos(Algorithm):
         with fed.phase("local_training"):
             fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in fed.client_ids})
         with fed.phase("prediction"):
-            replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC) for cid in fed.client_ids})
+            ask = {"codec": self.codec} if self.codec != "float32" else {}
+            replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC, ask) for cid in fed.client_ids})
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # f_i^(t,1)
@@ -186,7 +201,9 @@ class Cosmos(Algorithm):
             }
             fed.send(
                 {
-                    cid: P.Message(P.DISTILL, config, {"targets": targets[k]})
+                    cid: P.Message(
+                        P.DISTILL, config, codecs.encode_probs(targets[k], self.codec, "targets")
+                    )
                     for cid, k in self.assignment.items()
                 }
             )
@@ -232,11 +249,20 @@ class Cosmos(Algorithm):
     # -- steps -------------------------------------------------------------------------------
     def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
         ids = sorted(probs)
-        d = pairwise_distances([probs[c] for c in ids], self.distance)
+        d = pairwise_distances(
+            [probs[c] for c in ids],
+            self.distance,
+            sample=self.distance_sample,
+            seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
+        )
         if self.threshold is not None:
             b0 = float(self.threshold)
         else:
-            b0 = threshold_for_clusters(d, int(self.target_clusters))  # type: ignore[arg-type]
+            b0 = threshold_for_clusters(
+                d,
+                int(self.target_clusters),  # type: ignore[arg-type]
+                self.threshold_search,
+            )
         clusters = greedy_clustering(d, b0)
         pi = assignment_from_clusters(clusters, len(ids))
         old_assignment, old_models = self.assignment, self.cluster_models

@@ -21,6 +21,7 @@ EPILOG = """examples:
   cosmosfl show-config --config configs/default.yaml
   cosmosfl flower simulate --out runs/flower rounds=2   # on Flower's simulation runtime
   cosmosfl flower local --out runs/flower-local rounds=2  # own SuperLink + SuperNodes
+  cosmosfl bench clustering communication --data-dir ../shared/data   # benchmarks/README.md
 """
 
 
@@ -106,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     from cosmosfl.cli import flower
 
     flower.add_parser(sub, _add_config_args)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run benchmarks (table on stdout, JSON in --out); see benchmarks/README.md",
+        description="Benchmarks measured side by side in one process: overhead, fastpath, "
+        "clustering, communication, round-time, parallel (or all).",
+    )
+    from cosmosfl.bench.runner import add_arguments
+
+    add_arguments(bench)
     return parser
 
 
@@ -241,6 +252,12 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from cosmosfl.bench.runner import run_from_args
+
+    return run_from_args(args)
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Like parse_args, but `key=value` overrides may also come after options
     (`cosmosfl run seed=2 --out runs/x rounds=3`), which argparse alone rejects."""
@@ -267,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         "partition": cmd_partition,
         "show-config": cmd_show_config,
         "flower": cmd_flower,
+        "bench": cmd_bench,
     }
     try:
         return handlers[args.command](args)

@@ -3,37 +3,110 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import torch
 
 DISTANCES = ("l1", "l2")
+THRESHOLD_SEARCHES = ("auto", "scan", "bisect")
+# "auto" scans every candidate B0 (exact smallest) up to this many clients, and bisects above.
+SCAN_MAX_CLIENTS = 200
+# Memory for one block of stacked pseudo-labels (float64) while computing distances.
+BLOCK_BYTES = 128 << 20
 
 
-def pairwise_distances(probs: Sequence[np.ndarray], metric: str = "l1") -> np.ndarray:
+def _take_rows(p: Any, rows: np.ndarray | None) -> np.ndarray:
+    # `p[rows]` rather than np.asarray(p)[rows]: a lazily generated label source only has to
+    # produce the sampled rows (benchmarks with 10,000 clients rely on it).
+    out = np.asarray(p if rows is None else p[rows], dtype=np.float64)
+    if out.ndim != 2:
+        raise ValueError(f"each pseudo-label matrix must be 2-D (n, M); got {out.shape}")
+    return out
+
+
+def _shape(p: Any) -> tuple[int, ...]:
+    shape = getattr(p, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(p)
+
+
+def sample_rows(n: int, sample: int | None, seed: int = 0) -> np.ndarray | None:
+    """The rows of U used by the approximate distance (sorted), or None for all of U."""
+    if sample is None or sample >= n:
+        return None
+    if sample < 1:
+        raise ValueError(f"distance_sample must be >= 1 or None (all of U), got {sample}")
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n, size=int(sample), replace=False))
+
+
+def pairwise_distances(
+    probs: Sequence[Any],
+    metric: str = "l1",
+    *,
+    sample: int | None = None,
+    seed: int = 0,
+    block_bytes: int = BLOCK_BYTES,
+) -> np.ndarray:
     """Distances d(i, j) between clients' pseudo-label matrices f_i(U), each of shape (n, M).
 
     "l1" is the paper's ℓ1 distance divided by n: the mean per-sample ℓ1 distance, in [0, 2]
     for probability rows, so one threshold works for any |U|. "l2" is the mean per-sample
     Euclidean distance (the official code used an un-normalised Frobenius norm).
+
+    Exact by default, computed in blocks of rows of U so memory stays near `block_bytes` plus
+    the N x N result, whatever N and |U|. `sample` = s < |U| estimates the same quantity on s
+    rows of U drawn with `seed` (an unbiased estimate of each d(i, j); the approximate mode
+    for thousands of clients, where the exact cost N²·|U|·M is out of reach).
     """
     if metric not in DISTANCES:
         raise ValueError(f"distance {metric!r} is not supported; allowed: {', '.join(DISTANCES)}")
-    if len(probs) == 0:
+    n_clients = len(probs)
+    if n_clients == 0:
         return np.zeros((0, 0))
-    stacked = np.stack([np.asarray(p, dtype=np.float64) for p in probs])
-    if stacked.ndim != 3:
-        raise ValueError(f"each pseudo-label matrix must be 2-D (n, M); got {stacked.shape[1:]}")
-    n_clients = stacked.shape[0]
-    out = np.zeros((n_clients, n_clients))
-    # One row at a time keeps memory at O(N·n·M) instead of O(N²·n·M).
-    for i in range(n_clients):
-        diff = stacked[i + 1 :] - stacked[i]
+    shape = _shape(probs[0])
+    if len(shape) != 2:
+        raise ValueError(f"each pseudo-label matrix must be 2-D (n, M); got {shape}")
+    for i in range(1, n_clients):
+        if _shape(probs[i]) != shape:
+            raise ValueError(
+                f"pseudo-label matrices differ in shape: {shape} and {_shape(probs[i])}"
+            )
+    n, m = shape
+    rows = sample_rows(n, sample, seed)
+    used = np.arange(n) if rows is None else rows
+    # Rows of U per block: N clients x rows x M float64 values within the memory budget.
+    step = max(1, int(block_bytes // (8 * m * n_clients)))
+    total = torch.zeros((n_clients, n_clients), dtype=torch.float64)
+    for start in range(0, len(used), step):
+        chunk = used[start : start + step]
+        rows_arg = chunk if rows is not None or len(chunk) < n else None
+        block = torch.from_numpy(np.stack([_take_rows(p, rows_arg) for p in probs]))
         if metric == "l1":
-            d = np.abs(diff).sum(axis=2).mean(axis=1)
+            flat = block.reshape(n_clients, -1)
+            total += _upper_blocks(lambda a, b: torch.cdist(a, b, p=1), flat, block_bytes)
         else:
-            d = np.sqrt((diff**2).sum(axis=2)).mean(axis=1)
-        out[i, i + 1 :] = d
-        out[i + 1 :, i] = d
+            # Per-sample Euclidean norms, summed over samples: one distance matrix per row of U.
+            per_row = block.transpose(0, 1)  # (rows, N, M)
+            for r in range(per_row.shape[0]):
+                total += _upper_blocks(
+                    lambda a, b: torch.cdist(
+                        a, b, p=2, compute_mode="donot_use_mm_for_euclid_dist"
+                    ),
+                    per_row[r],
+                    block_bytes,
+                )
+    out = torch.triu(total, 1).numpy() / len(used)
+    return out + out.T
+
+
+def _upper_blocks(dist: Any, x: torch.Tensor, block_bytes: int) -> torch.Tensor:
+    """dist(x, x) computed only on blocks at or above the diagonal (the rest is mirrored)."""
+    n = x.shape[0]
+    rows = max(1, min(n, int(block_bytes // (8 * max(n, 1)))))
+    out = torch.zeros((n, n), dtype=torch.float64)
+    for i in range(0, n, rows):
+        out[i : i + rows, i:] = dist(x[i : i + rows], x[i:])
     return out
 
 
@@ -43,9 +116,34 @@ def _check_distances(distances: np.ndarray) -> np.ndarray:
         raise ValueError(f"distances must be a square matrix, got shape {d.shape}")
     if not np.isfinite(d).all():
         raise ValueError("distances contain NaN or inf")
-    if not np.allclose(d, d.T):
-        raise ValueError("distances must be symmetric")
+    # Row blocks keep the temporaries small for N in the tens of thousands.
+    step = max(1, (16 << 20) // max(d.shape[0], 1))
+    for i in range(0, d.shape[0], step):
+        if not np.allclose(d[i : i + step], d[:, i : i + step].T):
+            raise ValueError("distances must be symmetric")
     return d
+
+
+def _greedy(close: np.ndarray, limit: int | None = None) -> list[list[int]]:
+    """Algorithm 1 on a boolean 'B0-close' matrix (diagonal False). With `limit`, stop as soon
+    as more than `limit` clusters exist (all a threshold search needs to know)."""
+    n = close.shape[0]
+    remaining = np.ones(n, dtype=bool)
+    # Close remaining neighbours of every client, updated as clusters are removed: O(N²) in
+    # total instead of O(N²) per cluster.
+    counts = close.sum(axis=1, dtype=np.int64)
+    clusters: list[list[int]] = []
+    while remaining.any():
+        if limit is not None and len(clusters) > limit:
+            break
+        center = int(np.argmax(np.where(remaining, counts, -1)))  # lowest index among ties
+        members = remaining & close[center]
+        members[center] = True
+        index = np.flatnonzero(members)
+        clusters.append([int(i) for i in index])
+        remaining &= ~members
+        counts -= close[:, index].sum(axis=1, dtype=np.int64)
+    return clusters
 
 
 def greedy_clustering(distances: np.ndarray, threshold: float) -> list[list[int]]:
@@ -58,40 +156,81 @@ def greedy_clustering(distances: np.ndarray, threshold: float) -> list[list[int]
     d = _check_distances(distances)
     if not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite number >= 0, got {threshold}")
-    n = d.shape[0]
     close = d <= threshold
     np.fill_diagonal(close, False)
-    remaining = np.ones(n, dtype=bool)
-    clusters: list[list[int]] = []
-    while remaining.any():
-        counts = np.where(remaining, (close & remaining[None, :]).sum(axis=1), -1)
-        center = int(np.argmax(counts))  # argmax returns the lowest index among ties
-        members = remaining & close[center]
-        members[center] = True
-        clusters.append([int(i) for i in np.flatnonzero(members)])
-        remaining &= ~members
-    return clusters
+    return _greedy(close)
 
 
-def threshold_for_clusters(distances: np.ndarray, k: int) -> float:
-    """The smallest threshold B0 for which Algorithm 1 yields at most `k` clusters.
+def _clusters_at(d: np.ndarray, b: float, k: int) -> int:
+    close = d <= b
+    np.fill_diagonal(close, False)
+    return len(_greedy(close, limit=k))
 
-    Exact: the clustering only changes when B0 crosses a pairwise distance, so the candidates
-    are 0 and the distinct off-diagonal distances; K is not monotone in B0 in general, so every
-    candidate is tried in increasing order and the first that gives K <= k is returned.
+
+def _components_bound(d: np.ndarray, k: int) -> float:
+    """The smallest B0 at which the B0-close graph has at most k connected components.
+
+    Every greedy cluster is connected in that graph, so K(B0) >= components(B0): no smaller
+    threshold can give K <= k. It is the (N-k)-th smallest edge of a minimum spanning tree
+    (Prim's algorithm, O(N²)).
     """
+    n = d.shape[0]
+    if k >= n:
+        return 0.0
+    in_tree = np.zeros(n, dtype=bool)
+    in_tree[0] = True
+    best = d[0].copy()
+    edges = np.empty(n - 1)
+    for e in range(n - 1):
+        j = int(np.argmin(np.where(in_tree, np.inf, best)))
+        edges[e] = best[j]
+        in_tree[j] = True
+        np.minimum(best, d[j], out=best)
+    return float(np.sort(edges)[n - k - 1])
+
+
+def threshold_for_clusters(distances: np.ndarray, k: int, search: str = "scan") -> float:
+    """A threshold B0 for which Algorithm 1 yields at most `k` clusters.
+
+    "scan" (exact): the smallest such B0. The clustering only changes when B0 crosses a
+    pairwise distance, so the candidates are 0 and the distinct off-diagonal distances; K is
+    not monotone in B0 in general, so candidates are tried in increasing order from a proven
+    lower bound (connected components) and the first that gives K <= k is returned.
+    "bisect": bisection over the same candidates, O(log N) clusterings instead of up to N²/2;
+    it returns a B0 that gives K <= k, the smallest one whenever K is monotone around it (true
+    for well-separated groups; otherwise possibly a larger one). "auto": scan for up to
+    SCAN_MAX_CLIENTS clients, bisect above.
+    """
+    if search not in THRESHOLD_SEARCHES:
+        raise ValueError(
+            f"threshold_search {search!r} is not supported; "
+            f"allowed: {', '.join(THRESHOLD_SEARCHES)}"
+        )
     d = _check_distances(distances)
     n = d.shape[0]
     if k < 1:
         raise ValueError(f"target number of clusters must be >= 1, got {k}")
     if n == 0:
         return 0.0
-    candidates = np.unique(np.concatenate([[0.0], d[np.triu_indices(n, 1)]]))
-    for b in candidates:
-        if len(greedy_clustering(d, float(b))) <= k:
-            return float(b)
-    # Unreachable: at the largest distance every client is close to every other (K = 1).
-    return float(candidates[-1])
+    if search == "auto":
+        search = "scan" if n <= SCAN_MAX_CLIENTS else "bisect"
+    # Row slices instead of np.triu_indices: no 2 x N²/2 index arrays for large N.
+    candidates = np.unique(np.concatenate([[0.0], *(d[i, i + 1 :] for i in range(n - 1))]))
+    lo = int(np.searchsorted(candidates, _components_bound(d, k)))
+    if search == "scan":
+        for b in candidates[lo:]:
+            if _clusters_at(d, float(b), k) <= k:
+                return float(b)
+        # Unreachable: at the largest distance every client is close to every other (K = 1).
+        return float(candidates[-1])
+    hi = len(candidates) - 1  # K = 1 there
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _clusters_at(d, float(candidates[mid]), k) <= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(candidates[hi])
 
 
 def assignment_from_clusters(clusters: Sequence[Sequence[int]], n: int) -> np.ndarray:

@@ -20,9 +20,11 @@ import torch
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
+from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.faults import FaultConfig, FaultInjector, InjectedCrash, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter, make_reporter
+from cosmosfl.engines.workers import WorkerPool
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
 
@@ -88,12 +90,16 @@ class SimulationEngine:
         strict: bool = True,
         faults: FaultConfig | Mapping[str, Any] | None = None,
         min_participation: float = 0.0,
+        workers: int = 1,
+        worker_devices: Sequence[str] | None = None,
     ) -> None:
         """`strict`: an exception raised by client code stops the run with its traceback
         (a bug should not silently shrink the federation); otherwise the client is excluded
         from that step like a client whose payload was rejected. Injected faults (`faults`,
         see engines/faults.py) never stop a run. A step answered by fewer than
-        `min_participation` of the clients it addressed ends the run (ParticipationError)."""
+        `min_participation` of the clients it addressed ends the run (ParticipationError).
+        `workers` > 1 serves clients from that many processes, one torch thread each
+        (engines/workers.py); `sync_clients()` / `close()` bring the trained learners back."""
         if not 0 <= min_participation <= 1:
             raise ValueError(f"min_participation must lie in [0, 1], got {min_participation}")
         if not clients:
@@ -126,6 +132,33 @@ class SimulationEngine:
         )
         self._round = 0
         self._reset_round()
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self._pool = (
+            WorkerPool(list(self._clients.values()), workers, devices=worker_devices)
+            if workers > 1 and len(self._clients) > 1
+            else None
+        )
+
+    def sync_clients(self) -> None:
+        """Copy the workers' learners (and model slots) into the clients, e.g. for a checkpoint."""
+        if self._pool is None:
+            return
+        for cid, (learner, slots) in self._pool.learners().items():
+            self._clients[cid].learner = learner
+            self._clients[cid].slots = slots
+
+    def close(self) -> None:
+        """Stop worker processes (if any), first copying their learners into the clients."""
+        if self._pool is None:
+            return
+        try:
+            self.sync_clients()
+        except RuntimeError as err:  # a dead worker: keep the error that stopped the run
+            self.reporter.log(f"could not copy learners back from the workers: {err}")
+        finally:
+            self._pool.close()
+            self._pool = None
 
     # -- Federation --------------------------------------------------------------------------
     @property
@@ -156,18 +189,33 @@ class SimulationEngine:
         replies: dict[int, P.Reply] = {}
         failures: list[str] = []
         context = {"n": len(self._public_x), "m": self._num_classes}
+        # Worker processes answer all messages concurrently; replies are then processed in
+        # client order exactly as in the serial loop below.
+        unknown = sorted(set(messages) - set(self._clients))
+        if unknown:
+            raise KeyError(f"message addressed to unknown client(s) {unknown}")
+        planned = {
+            cid: self.faults.fault(self._round, cid, m.task) if self.faults else None
+            for cid, m in messages.items()
+        }
+        # Clients that drop out or crash are never asked, in a worker or in this process.
+        served = {c: m for c, m in messages.items() if planned[c] not in ("dropout", "crash")}
+        delivered = self._pool.handle(served) if self._pool is not None else None
         for cid in sorted(messages):
-            if cid not in self._clients:
-                raise KeyError(f"message addressed to unknown client {cid}")
             message = messages[cid]
-            fault = self.faults.fault(self._round, cid, message.task) if self.faults else None
+            fault = planned[cid]
             if fault is not None:
                 self._faults.append({"client": cid, "task": message.task, "fault": fault})
             if fault == "dropout":  # offline: never asked, nothing sent or received
                 failures.append(f"client {cid} dropped out")
                 continue
             self._bytes_down[cid] += P.message_bytes(message)
-            reply = self._clients[cid].handle(message) if fault != "crash" else _crash(message)
+            if fault == "crash":
+                reply = _crash(message)
+            elif delivered is not None:
+                reply = delivered[cid]
+            else:
+                reply = self._clients[cid].handle(message)
             if self.faults is not None:
                 reply = self._inject(reply, cid, fault, context)
             if self.strict and isinstance(reply, P.Reply) and reply.error_kind == "exception":
@@ -183,7 +231,8 @@ class SimulationEngine:
                 if fault == "straggler":
                     raise P.PayloadError(cid, message.task, "reply arrived after the deadline")
                 replies[cid] = P.validate_reply(
-                    reply,
+                    # Bytes were counted encoded, above; validation sees the decoded arrays.
+                    codecs.decode_reply(reply, context, client_id=cid, task=message.task),
                     spec,
                     context,
                     client_id=cid,
@@ -282,9 +331,12 @@ class SimulationEngine:
         if rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {rounds}")
         result = SimulationResult(algorithm.name, algorithm.primary_model)
-        with self.reporter.running(rounds):
-            for t in range(start_round, rounds + 1):
-                result.records.append(self.run_round(algorithm, t, rounds))
+        try:
+            with self.reporter.running(rounds):
+                for t in range(start_round, rounds + 1):
+                    result.records.append(self.run_round(algorithm, t, rounds))
+        finally:
+            self.close()
         return result
 
 
@@ -311,6 +363,7 @@ def simulate(
     faults: FaultConfig | Mapping[str, Any] | None = None,
     min_participation: float = 0.0,
     max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+    workers: int = 1,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
@@ -318,6 +371,8 @@ def simulate(
     excludes clients whose code raises instead of stopping the run. `faults` injects seeded
     drop-outs, stragglers, crashes, corrupted payloads and Byzantine clients (a FaultConfig or
     a mapping of its fields); `min_participation` ends the run when fewer clients answer a step.
+    `workers` > 1 runs clients in that many processes (same records as a serial run with one
+    torch thread).
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     engine = SimulationEngine(
@@ -330,6 +385,7 @@ def simulate(
         faults=faults,
         min_participation=min_participation,
         max_payload_bytes=max_payload_bytes,
+        workers=workers,
     )
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
         torch.manual_seed(seed)

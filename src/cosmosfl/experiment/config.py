@@ -56,6 +56,9 @@ class ClientsConfig:
     distill_lr: float = 1e-4  # Adam on pseudo-labels
     eval_batch_size: int = 128
     consistency_samples: int = 1  # |S|, neighbours per point in r_B
+    # Fast path (docs/performance.md): "fp32" (exact reference) or "bf16" autocast; NHWC layout.
+    precision: str = "fp32"
+    channels_last: bool = False
 
 
 @dataclass
@@ -68,6 +71,7 @@ class ExperimentConfig:
     # the run with an error instead of training on too little.
     min_participation: float = 0.5
     max_payload_bytes: int = 1 << 30  # larger payloads are rejected (the sender is excluded)
+    workers: int = 1  # client worker processes (1: serial, in-process); one thread each
     data: DataConfig = field(default_factory=DataConfig)
     clients: ClientsConfig = field(default_factory=ClientsConfig)
     algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
@@ -213,7 +217,15 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
     return {"name": name, **{key: getattr(instance, key) for key in options}}
 
 
-RUN_SETTINGS = ("seed", "rounds", "device", "threads", "min_participation", "max_payload_bytes")
+RUN_SETTINGS = (
+    "seed",
+    "rounds",
+    "device",
+    "threads",
+    "workers",
+    "min_participation",
+    "max_payload_bytes",
+)
 TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults")
 
 
@@ -256,6 +268,7 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
             raise ConfigError(f"{field_name} = {value!r} is not allowed; {allowed}")
 
     need(cfg.rounds >= 1, "rounds", cfg.rounds, "use an integer >= 1")
+    need(cfg.workers >= 1, "workers", cfg.workers, "use an integer >= 1 (1 = serial)")
     need(
         cfg.threads is None or cfg.threads >= 1,
         "threads",
@@ -297,6 +310,13 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
     need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
     need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
+    need(c.precision in ("fp32", "bf16"), "clients.precision", c.precision, "allowed: fp32, bf16")
+    need(
+        c.eval_batch_size >= 1,
+        "clients.eval_batch_size",
+        c.eval_batch_size,
+        "use an integer >= 1",
+    )
     need(
         c.consistency_samples >= 1,
         "clients.consistency_samples",

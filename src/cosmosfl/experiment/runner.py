@@ -126,6 +126,8 @@ def make_learner(
         consistency_samples=c.consistency_samples,
         device=cfg.device,
         seed=seed,
+        precision=c.precision,
+        channels_last=c.channels_last,
     )
 
 
@@ -351,6 +353,14 @@ def _run_federated(
     engine_factory: EngineFactory | None = None,
 ) -> SimulationResult:
     cfg = exp.config
+    result = SimulationResult(algorithm.name, algorithm.primary_model)
+    first = 1
+    if checkpoint is not None:  # before the engine starts: worker processes copy the clients
+        result.records = restore(checkpoint, algorithm, exp.clients)
+        first = int(checkpoint["round"]) + 1
+        if run_dir is not None:  # drop any record of the round the interruption cut short
+            run_dir.rewrite_records(result.records)
+        reporter.log(f"resuming after round {first - 1} of {cfg.rounds}")
     # Checkpoints hold the clients' states, which only the in-process engine has: a run on
     # another engine (Flower: the clients live on their nodes) is not checkpointed.
     checkpointing = engine_factory is None
@@ -366,26 +376,25 @@ def _run_federated(
             faults=cfg.faults,
             min_participation=cfg.min_participation,
             max_payload_bytes=cfg.max_payload_bytes,
+            workers=cfg.workers,
         )
-    result = SimulationResult(algorithm.name, algorithm.primary_model)
-    first = 1
-    if checkpoint is not None:
-        result.records = restore(checkpoint, algorithm, exp.clients)
-        first = int(checkpoint["round"]) + 1
-        if run_dir is not None:  # drop any record of the round the interruption cut short
-            run_dir.rewrite_records(result.records)
-        reporter.log(f"resuming after round {first - 1} of {cfg.rounds}")
     config_text = dump_config(cfg)
-    with reporter.running(cfg.rounds):
-        for t in range(first, cfg.rounds + 1):
-            record = engine.run_round(algorithm, t, cfg.rounds)
-            result.records.append(record)
-            if run_dir is not None:
-                run_dir.append_record(record)
-            if run_dir is not None and checkpointing:
-                save_checkpoint(
-                    run_dir.path, t, algorithm, exp.clients, result.records, config_text
-                )
+    try:
+        with reporter.running(cfg.rounds):
+            for t in range(first, cfg.rounds + 1):
+                record = engine.run_round(algorithm, t, cfg.rounds)
+                result.records.append(record)
+                if run_dir is not None:
+                    run_dir.append_record(record)
+                if run_dir is not None and checkpointing:
+                    engine.sync_clients()  # trained learners out of worker processes, if any
+                    save_checkpoint(
+                        run_dir.path, t, algorithm, exp.clients, result.records, config_text
+                    )
+    finally:
+        close = getattr(engine, "close", None)
+        if close is not None:
+            close()
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from collections.abc import Callable, Iterator, Mapping
@@ -18,6 +19,9 @@ from cosmosfl.learners.base import Learner
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 FREEZE = ("", "head", "body")
+# "fp32": exact float32 everywhere (the reproducible reference). "bf16": forward passes under
+# bfloat16 autocast (CPU AMX / CUDA tensor cores); losses, optimizer and weights stay float32.
+PRECISIONS = ("fp32", "bf16")
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -62,6 +66,8 @@ class TorchLearner(Learner):
         consistency_samples: int = 1,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        precision: str = "fp32",
+        channels_last: bool = False,
     ) -> None:
         for name, value in (("lr", lr), ("distill_lr", distill_lr)):
             if not value > 0:
@@ -69,10 +75,17 @@ class TorchLearner(Learner):
         for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
             if int(value) < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision {precision!r} is not supported; allowed: fp32, bf16")
         if consistency_samples < 1:
             raise ValueError(f"consistency_samples (|S|) must be >= 1, got {consistency_samples}")
         self.device = resolve_device(device)
+        self.precision = precision
+        # Channels-last (NHWC) lets oneDNN / cuDNN pick faster convolution kernels.
+        self.channels_last = bool(channels_last)
         self.model = model.to(self.device)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.num_classes = int(num_classes) if num_classes is not None else _infer_classes(model)
         self.lr = lr
         self.distill_lr = distill_lr
@@ -87,7 +100,17 @@ class TorchLearner(Learner):
 
     # -- helpers -----------------------------------------------------------------------------
     def _tensor(self, a: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(a)).to(self.device, dtype)
+        return self._layout(torch.as_tensor(np.asarray(a)).to(self.device, dtype))
+
+    def _layout(self, t: torch.Tensor) -> torch.Tensor:
+        if self.channels_last and t.dim() == 4:
+            return t.contiguous(memory_format=torch.channels_last)
+        return t
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _batches(self, n: int, epochs: int) -> Iterator[torch.Tensor]:
         for _ in range(int(epochs)):
@@ -162,8 +185,9 @@ class TorchLearner(Learner):
                 for idx in self._batches(len(xs), epochs):
                     if len(idx) < 2 and self._skip_single:
                         continue
-                    logits = self.model(xs[idx])
-                    loss = F.cross_entropy(logits, ys[idx])
+                    with self._autocast():
+                        logits = self.model(xs[idx])
+                        loss = F.cross_entropy(logits, ys[idx])
                     total += loss.item() * len(idx)
                     if ref is not None:
                         loss = loss + prox_mu / 2 * sum(
@@ -271,16 +295,21 @@ class TorchLearner(Learner):
             consistency_samples=self.consistency_samples,
             device=self.device,
             seed=seed,
+            precision=self.precision,
+            channels_last=self.channels_last,
         )
 
     @torch.no_grad()
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         self.model.eval()
         xs = torch.as_tensor(np.asarray(x))
-        out = [
-            F.softmax(self.model(chunk.to(self.device, torch.float32)).float(), dim=1).cpu()
-            for chunk in xs.split(self.eval_batch_size)
-        ]
+        with self._autocast():
+            out = [
+                F.softmax(
+                    self.model(self._layout(chunk.to(self.device, torch.float32))).float(), dim=1
+                ).cpu()
+                for chunk in xs.split(self.eval_batch_size)
+            ]
         return torch.cat(out).numpy().astype(np.float32)
 
     def distill(
@@ -305,20 +334,25 @@ class TorchLearner(Learner):
                 if len(idx) < 2 and self._skip_single:
                     continue
                 xb, wb = xs[idx], None if ws is None else ws[idx]
-                clean = self.model(xb)
-                main = kl_to_targets(clean, ts[idx], wb)
-                loss = main
-                if lam > 0:
-                    # r_B over |S| sampled neighbours. Each view gets its own forward pass so
-                    # BatchNorm's batch statistics for the main term come from clean x only.
-                    reg = sum(
-                        consistency_loss(
-                            self.model(self.augmentation(xb, self._generator)), clean, wb
+                with self._autocast():
+                    clean = self.model(xb)
+                    main = kl_to_targets(clean.float(), ts[idx], wb)
+                    loss = main
+                    if lam > 0:
+                        # r_B over |S| sampled neighbours. Each view gets its own forward pass
+                        # so BatchNorm's batch statistics for the main term come from clean x.
+                        reg = sum(
+                            consistency_loss(
+                                self.model(
+                                    self._layout(self.augmentation(xb, self._generator))
+                                ).float(),
+                                clean.float(),
+                                wb,
+                            )
+                            for _ in range(self.consistency_samples)
                         )
-                        for _ in range(self.consistency_samples)
-                    )
-                    loss = main + lam * reg
-                    total_reg += float(reg.item()) * len(idx)
+                        loss = main + lam * reg
+                        total_reg += float(reg.item()) * len(idx)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.clip_norm is not None:

@@ -31,6 +31,7 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from cosmosfl.algorithms.base import Algorithm, DeferredMetrics
+from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.progress import Reporter, SilentReporter
@@ -296,7 +297,8 @@ class FlowerFederation:
         context = {"n": len(self._public_x), "m": self._num_classes}
         try:
             ticket.replies[cid] = P.validate_reply(
-                reply,
+                # Bytes were counted encoded; validation sees the decoded arrays (core/codecs.py).
+                codecs.decode_reply(reply, context, client_id=cid, task=ticket.task),
                 spec,
                 context,
                 client_id=cid,

@@ -1,0 +1,139 @@
+"""Time to accuracy: wall time for COSMOS to reach a personalised accuracy on the CIFAR-10 CPU
+config with the paper's model choices vs cosmosfl's recommended CPU choices, and the cheap
+part of that question: what one training image costs with each choice of model."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from cosmosfl.bench.common import Report, interleaved, median
+from cosmosfl.bench.configs import cifar_config
+
+# The paper's CIFAR-10 choices (PAPER_NOTES): AlexNet / ResNet18 / MobileNetV2 / SqueezeNet at
+# full size on clients, VGG16 server, 5 epochs everywhere, lr 1e-4 on pseudo-labels.
+PAPER = [
+    "clients.models={alexnet: 0.25, resnet18: 0.25, mobilenetv2: 0.25, squeezenet: 0.25}",
+    "clients.width=1.0",
+    "clients.distill_lr=1.0e-4",
+    "algorithm.server_model=vgg16",
+    "algorithm.server_lr=1.0e-4",
+    "algorithm.local_epochs=5",
+    "algorithm.server_epochs=5",
+    "algorithm.distill_epochs=5",
+]
+PAPER_MODELS = ("alexnet", "resnet18", "mobilenetv2", "squeezenet", "vgg16")
+CPU_MODELS = (("cnn", 0.5), ("resnet8", 0.5), ("squeezenet", 0.5), ("cnn", 1.0))
+
+
+def time_to_accuracy(
+    *,
+    data_dir: str | None = None,
+    config: str | None = None,
+    target: float = 0.65,
+    budget_s: float = 1800.0,
+    max_rounds: int = 10,
+    quick: bool = False,
+) -> Report:
+    """Run each choice round by round until the cluster models' mean accuracy reaches `target`
+    or `budget_s` wall seconds pass."""
+    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.experiment.runner import build_experiment
+
+    extra = ["data.max_train=1500", "algorithm.pretrain_epochs=1"] if quick else []
+    variants = {"recommended CPU choices": [], "paper choices": PAPER}
+    report = Report(
+        "time-to-accuracy",
+        f"Time to {100 * target:.0f} % personalised accuracy (cluster models, CIFAR-10 CPU)",
+        ["choices", "reached", "seconds", "rounds", "best accuracy", "per round s"],
+    )
+    data: dict[str, Any] = {"target": target, "budget_s": budget_s, "curves": {}}
+    for name, overrides in variants.items():
+        cfg = cifar_config(data_dir, config, [*extra, *overrides, f"rounds={max_rounds}"])
+        start = time.perf_counter()
+        exp = build_experiment(cfg)
+        engine = SimulationEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device)
+        curve, reached = [], None
+        try:
+            for t in range(1, max_rounds + 1):
+                rec = engine.run_round(exp.algorithm, t, max_rounds)  # type: ignore[arg-type]
+                acc = rec["mean_accuracy"]["cluster_model"]
+                curve.append((t, time.perf_counter() - start, acc))
+                if acc >= target:
+                    reached = curve[-1]
+                    break
+                if time.perf_counter() - start > budget_s:
+                    break
+        finally:
+            engine.close()
+        data["curves"][name] = curve
+        last = reached or curve[-1]
+        report.rows.append(
+            [
+                name,
+                "yes" if reached else f"no (budget {budget_s:.0f} s)",
+                last[1],
+                last[0],
+                max(a for _, _, a in curve),
+                np.mean(np.diff([0.0] + [s for _, s, _ in curve])),
+            ]
+        )
+    report.data = data
+    report.notes.append(
+        "Wall seconds include data loading; machine-specific. One seed; the round that crosses "
+        "the target ends the run."
+    )
+    return report
+
+
+def model_cost(*, quick: bool = False, repeats: int = 2, data_dir: str | None = None) -> Report:
+    """Training images/s of the paper's models vs the recommended CPU models, side by side."""
+    import torch
+    import torch.nn.functional as F
+
+    from cosmosfl.models.registry import build_model
+
+    n = 32 if quick else 128
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.standard_normal((n, 3, 32, 32)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 10, n))
+    choices = [(m, 1.0) for m in PAPER_MODELS] + list(CPU_MODELS)
+    models = {
+        f"{m} x{w}": build_model(m, in_channels=3, num_classes=10, image_size=32, width=w, seed=0)
+        for m, w in choices
+    }
+
+    def epoch(model: torch.nn.Module) -> None:
+        model.train()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for idx in torch.randperm(n).split(32):
+            loss = F.cross_entropy(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    times = interleaved(
+        {k: (lambda m=m: epoch(m)) for k, m in models.items()}, repeats=1 if quick else repeats
+    )
+    ref = median(times["cnn x0.5"])
+    report = Report(
+        "model-cost",
+        "Training cost per image: the paper's models vs the recommended CPU models",
+        ["model", "parameters", "images/s", "x cost of cnn x0.5"],
+    )
+    for k, m in models.items():
+        report.rows.append(
+            [
+                k,
+                sum(p.numel() for p in m.parameters()),
+                n / median(times[k]),
+                median(times[k]) / ref,
+            ]
+        )
+    report.data = {"times": times, "n": n}
+    report.notes.append(
+        "32x32 inputs, batch 32, Adam; interleaved in one process; images/s machine-specific."
+    )
+    return report
