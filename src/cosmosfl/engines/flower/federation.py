@@ -87,7 +87,7 @@ class FlowerFederation:
         device: str = "cpu",
         reporter: Reporter | None = None,
         reply_timeout: float = 600.0,
-        discovery_timeout: float = 120.0,
+        discovery_timeout: float = 300.0,
         max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.grid = grid

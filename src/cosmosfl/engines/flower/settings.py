@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "reply-timeout": 600.0,
     # Seconds to wait for all clients of the config to connect before starting with those
     # that did (at least one).
-    "discovery-timeout": 120.0,
+    "discovery-timeout": 300.0,
 }
 
 
