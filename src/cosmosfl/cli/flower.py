@@ -64,7 +64,7 @@ def _add_timeouts(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--discovery-timeout",
         type=float,
-        default=120.0,
+        default=300.0,
         help="seconds to wait for all clients to connect",
     )
 
