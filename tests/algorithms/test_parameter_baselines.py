@@ -101,9 +101,8 @@ def test_two_rounds_on_digits_with_counted_parameter_bytes(runs, name):
     sent = [(task, a) for _, _, _, task, arrays in engine.traffic for a in arrays.values()]
     assert sent and {task for task, _ in sent} == {P.GET_WEIGHTS, P.SET_WEIGHTS}
     assert all(a.dtype == np.float32 and np.isfinite(a).all() for _, a in sent)
-    # Chance is 0.1: the clients learned. pFedHN's hypernetwork takes one small SGD step per
-    # client and round, so two rounds move it less far than the others.
-    assert result.mean_accuracy() > (0.2 if name == "pfedhn" else 0.3)
+    # Chance is 0.1: the clients learned (pFedHN too: its generated weights, not a trained model).
+    assert result.mean_accuracy() > 0.3
 
 
 def iid_split(n_train, n_test, sizes=(40, 70, 100, 130)):
