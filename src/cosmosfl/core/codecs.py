@@ -166,3 +166,20 @@ def decode_reply(reply: Any, context: Mapping[str, int], *, client_id: int, task
         return reply
     arrays = decode_arrays(reply.arrays, context, client_id=client_id, task=task)
     return replace(reply, arrays=arrays)
+
+
+def receive_reply(
+    reply: Any,
+    spec: Mapping[str, P.ArraySpec],
+    context: Mapping[str, int],
+    *,
+    client_id: int,
+    task: str,
+    max_bytes: int,
+) -> P.Reply:
+    """What every engine does with a reply on receipt: decode its encoded arrays (bytes were
+    counted encoded, before this), then validate the decoded payload; PayloadError if bad."""
+    decoded = decode_reply(reply, context, client_id=client_id, task=task)
+    return P.validate_reply(
+        decoded, spec, context, client_id=client_id, task=task, max_bytes=max_bytes
+    )

@@ -230,9 +230,8 @@ class SimulationEngine:
             try:
                 if fault == "straggler":
                     raise P.PayloadError(cid, message.task, "reply arrived after the deadline")
-                replies[cid] = P.validate_reply(
-                    # Bytes were counted encoded, above; validation sees the decoded arrays.
-                    codecs.decode_reply(reply, context, client_id=cid, task=message.task),
+                replies[cid] = codecs.receive_reply(
+                    reply,
                     spec,
                     context,
                     client_id=cid,

@@ -296,9 +296,8 @@ class FlowerFederation:
         spec = P.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
         context = {"n": len(self._public_x), "m": self._num_classes}
         try:
-            ticket.replies[cid] = P.validate_reply(
-                # Bytes were counted encoded; validation sees the decoded arrays (core/codecs.py).
-                codecs.decode_reply(reply, context, client_id=cid, task=ticket.task),
+            ticket.replies[cid] = codecs.receive_reply(
+                reply,
                 spec,
                 context,
                 client_id=cid,
