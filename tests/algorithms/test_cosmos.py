@@ -213,6 +213,17 @@ def test_invalid_hyperparameters_are_clear():
         Cosmos(aggregation="mode")
     with pytest.raises(ValueError, match="lam"):
         Cosmos(lam=-1)
+    with pytest.raises(ValueError, match="distance_backend 'gpu' is not supported"):
+        Cosmos(distance_backend="gpu")
+
+
+def test_numba_distance_backend_without_numba_names_the_install(monkeypatch):
+    from cosmosfl.core import l1_kernel
+
+    monkeypatch.setattr(l1_kernel, "available", lambda: False)
+    with pytest.raises(ValueError, match=r"pip install 'cosmosfl\[fast\]'"):
+        Cosmos(distance_backend="numba")
+    Cosmos(distance_backend="auto")  # falls back to torch
 
 
 def test_local_algorithm_reports_client_model_only():

@@ -30,10 +30,11 @@ from cosmosfl.algorithms.base import (
     iter_clusters,
 )
 from cosmosfl.client import CLIENT_WEIGHTS
-from cosmosfl.core import codecs
+from cosmosfl.core import codecs, l1_kernel
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
 from cosmosfl.core.clustering import (
+    DISTANCE_BACKENDS,
     DISTANCES,
     THRESHOLD_SEARCHES,
     assignment_from_clusters,
@@ -109,9 +110,12 @@ class Cosmos(Algorithm):
     server_lr: float = 1e-4
     # Performance (docs/performance.md). codec: how soft labels travel both ways (float32,
     # float16, uint8, top<k>). distance_sample: estimate distances on this many rows of U
-    # (None: exact, all of U). threshold_search: how B0 is found for target_clusters.
+    # (None: exact, all of U). distance_backend: torch, numba (compiled ℓ1 kernel, needs
+    # cosmosfl[fast]) or auto (numba for thousands of clients when installed).
+    # threshold_search: how B0 is found for target_clusters.
     codec: str = "float32"
     distance_sample: int | None = None
+    distance_backend: str = "auto"
     threshold_search: str = "auto"
     augmentation: Augmentation | None = None
     server_learner: ServerLearnerFactory | None = None
@@ -148,6 +152,12 @@ class Cosmos(Algorithm):
         _choice("aggregation", self.aggregation, AGGREGATIONS)
         _choice("client_weights", self.client_weights, CLIENT_WEIGHTS)
         _choice("threshold_search", self.threshold_search, THRESHOLD_SEARCHES)
+        _choice("distance_backend", self.distance_backend, DISTANCE_BACKENDS)
+        if self.distance_backend == "numba" and not l1_kernel.available():
+            raise ValueError(
+                "distance_backend 'numba' needs numba: pip install 'cosmosfl[fast]' "
+                "(or distance_backend: auto, which falls back to torch)"
+            )
         codecs.check_codec(self.codec)
         if self.distance_sample is not None and self.distance_sample < 1:
             raise ValueError(
@@ -254,6 +264,7 @@ class Cosmos(Algorithm):
             self.distance,
             sample=self.distance_sample,
             seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
+            backend=self.distance_backend,
         )
         if self.threshold is not None:
             b0 = float(self.threshold)

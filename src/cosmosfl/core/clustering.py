@@ -8,7 +8,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from cosmosfl.core import l1_kernel
+
 DISTANCES = ("l1", "l2")
+DISTANCE_BACKENDS = ("auto", "torch", "numba")
+# "auto" uses the compiled ℓ1 kernel (when numba is installed) from this many absolute
+# differences on: below it torch.cdist takes about a second, less than compiling the kernel,
+# and the distances stay bit-identical to earlier versions for the usual federation sizes.
+NUMBA_MIN_WORK = 2e9
 THRESHOLD_SEARCHES = ("auto", "scan", "bisect")
 # "auto" scans every candidate B0 (exact smallest) up to this many clients, and bisects above.
 SCAN_MAX_CLIENTS = 200
@@ -47,6 +54,7 @@ def pairwise_distances(
     sample: int | None = None,
     seed: int = 0,
     block_bytes: int = BLOCK_BYTES,
+    backend: str = "auto",
 ) -> np.ndarray:
     """Distances d(i, j) between clients' pseudo-label matrices f_i(U), each of shape (n, M).
 
@@ -58,9 +66,23 @@ def pairwise_distances(
     the N x N result, whatever N and |U|. `sample` = s < |U| estimates the same quantity on s
     rows of U drawn with `seed` (an unbiased estimate of each d(i, j); the approximate mode
     for thousands of clients, where the exact cost N²·|U|·M is out of reach).
+
+    `backend` (ℓ1 only): "torch" (torch.cdist, float64), "numba" (the compiled kernel of
+    `cosmosfl.core.l1_kernel`, float32 block sums, ~8x faster, needs numba) or "auto" (numba
+    when installed and the work N²/2·|U|·M is at least NUMBA_MIN_WORK, else torch).
     """
     if metric not in DISTANCES:
         raise ValueError(f"distance {metric!r} is not supported; allowed: {', '.join(DISTANCES)}")
+    if backend not in DISTANCE_BACKENDS:
+        raise ValueError(
+            f"distance backend {backend!r} is not supported; allowed: "
+            f"{', '.join(DISTANCE_BACKENDS)}"
+        )
+    if backend == "numba" and not l1_kernel.available():
+        raise ImportError(
+            "the numba distance backend needs numba: pip install 'cosmosfl[fast]' "
+            "(or use backend='torch')"
+        )
     n_clients = len(probs)
     if n_clients == 0:
         return np.zeros((0, 0))
@@ -75,6 +97,8 @@ def pairwise_distances(
     n, m = shape
     rows = sample_rows(n, sample, seed)
     used = np.arange(n) if rows is None else rows
+    if metric == "l1" and resolve_backend(n_clients, len(used), m, backend) == "numba":
+        return _l1_numba(probs, rows, used, (n, m), block_bytes)
     # Rows of U per block: N clients x rows x M float64 values within the memory budget.
     step = max(1, int(block_bytes // (8 * m * n_clients)))
     total = torch.zeros((n_clients, n_clients), dtype=torch.float64)
@@ -98,6 +122,37 @@ def pairwise_distances(
                 )
     out = torch.triu(total, 1).numpy() / len(used)
     return out + out.T
+
+
+def resolve_backend(n_clients: int, rows: int, classes: int, backend: str = "auto") -> str:
+    """The ℓ1 backend `pairwise_distances` uses for N clients, `rows` rows of U and M classes."""
+    if backend != "auto":
+        return backend
+    work = n_clients * (n_clients - 1) / 2 * rows * classes
+    return "numba" if work >= NUMBA_MIN_WORK and l1_kernel.available() else "torch"
+
+
+def _l1_numba(
+    probs: Sequence[Any],
+    rows: np.ndarray | None,
+    used: np.ndarray,
+    shape: tuple[int, int],
+    block_bytes: int,
+) -> np.ndarray:
+    n_clients, (n, m) = len(probs), shape
+    # Rows of U per block: N clients x rows x M float32 values within the memory budget.
+    step = max(1, int(block_bytes // (4 * m * n_clients)))
+    total = np.zeros((n_clients, n_clients))
+    threads = torch.get_num_threads()
+    for start in range(0, len(used), step):
+        chunk = used[start : start + step]
+        rows_arg = chunk if rows is not None or len(chunk) < n else None
+        block = np.empty((n_clients, len(chunk) * m), dtype=np.float32)
+        for i, p in enumerate(probs):
+            block[i] = _take_rows(p, rows_arg).reshape(-1)
+        l1_kernel.add_upper_l1(block, total, threads=threads)
+    total /= len(used)
+    return total + total.T
 
 
 def _upper_blocks(dist: Any, x: torch.Tensor, block_bytes: int) -> torch.Tensor:
@@ -142,7 +197,8 @@ def _greedy(close: np.ndarray, limit: int | None = None) -> list[list[int]]:
         index = np.flatnonzero(members)
         clusters.append([int(i) for i in index])
         remaining &= ~members
-        counts -= close[:, index].sum(axis=1, dtype=np.int64)
+        # close is symmetric: rows instead of columns, so the gather reads contiguous memory.
+        counts -= close[index].sum(axis=0, dtype=np.int64)
     return clusters
 
 
