@@ -63,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="CIFAR-10 config (default: configs/cifar10-cpu.yaml)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        help="time-to-accuracy: wall seconds per choice of models (default 1800)",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -91,6 +96,11 @@ def run_from_args(args: argparse.Namespace) -> int:
             options.update(data_dir=args.data_dir)
         if name in ("communication", "round-time", "parallel", "time-to-accuracy"):
             options.update(config=args.config)
+        if name == "time-to-accuracy" and args.budget is not None:
+            if args.budget <= 0:
+                print(f"--budget must be > 0 seconds, got {args.budget:g}", file=sys.stderr)
+                return 2
+            options.update(budget_s=args.budget)
         report = run_benchmark(name, **options)
         print(report.text() + "\n")
         path = report.write(Path(args.out))
