@@ -179,3 +179,28 @@ def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int
     """Yield (cluster, sorted member ids) in cluster order."""
     for k in sorted(set(assignment.values())):
         yield k, sorted(cid for cid, c in assignment.items() if c == k)
+
+
+def train_local_with_pretraining(
+    fed: Federation, pretrained: set[int], pretrain_epochs: int, local_epochs: int
+) -> Any:
+    """TRAIN_LOCAL for every client: `pretrain_epochs` (E0) for a client that has not yet
+    finished local training, `local_epochs` for the others.
+
+    In round 1 that is everyone; afterwards it is a client that was offline (or failed) in
+    round 1 and answers for the first time: it gets the pre-training it missed instead of
+    joining with a barely trained model (whose pseudo-labels would misplace it in the
+    clustering). Clients that finish are added to `pretrained` here when the engine returns
+    replies at once; an engine that defers metric-only replies (Flower) returns them later,
+    and the caller adds the clients that answered the next task instead.
+    """
+    messages = {
+        cid: P.Message(
+            P.TRAIN_LOCAL, {"epochs": local_epochs if cid in pretrained else pretrain_epochs}
+        )
+        for cid in fed.client_ids
+    }
+    replies = fed.send(messages)
+    if isinstance(replies, dict):
+        pretrained.update(replies)
+    return replies

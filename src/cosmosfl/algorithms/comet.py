@@ -33,6 +33,7 @@ from cosmosfl.algorithms.base import (
     derive_seed,
     evaluate_clients,
     iter_clusters,
+    train_local_with_pretraining,
 )
 from cosmosfl.algorithms.fedmd import check_common
 from cosmosfl.core import protocol as P
@@ -76,6 +77,8 @@ class Comet(Algorithm):
 
     # server state: this round's clusters (re-formed every round)
     assignment: dict[int, int] = field(default_factory=dict, init=False)
+    # Clients that have finished local training once (they get E0 epochs until they have).
+    pretrained: set[int] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         k = self.num_clusters
@@ -84,20 +87,22 @@ class Comet(Algorithm):
         check_common(self, ("pretrain_epochs", "local_epochs", "distill_epochs"))
 
     def get_state(self) -> dict[str, Any]:
-        return {"assignment": dict(self.assignment)}
+        return {"assignment": dict(self.assignment), "pretrained": sorted(self.pretrained)}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.assignment = {int(c): int(k) for c, k in state["assignment"].items()}
+        self.pretrained = set(state.get("pretrained", self.assignment))
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
-            message = P.Message(P.TRAIN_LOCAL, {"epochs": epochs})
-            fed.send(dict.fromkeys(fed.client_ids, message))
+            train_local_with_pretraining(
+                fed, self.pretrained, self.pretrain_epochs, self.local_epochs
+            )
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, P.Message(P.PREDICT_PUBLIC)))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
+            self.pretrained.update(probs)  # engines that defer training replies
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # after local training
 

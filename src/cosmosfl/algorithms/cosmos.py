@@ -28,6 +28,7 @@ from cosmosfl.algorithms.base import (
     derive_seed,
     evaluate_clients,
     iter_clusters,
+    train_local_with_pretraining,
 )
 from cosmosfl.client import CLIENT_WEIGHTS
 from cosmosfl.core import codecs, l1_kernel
@@ -124,6 +125,11 @@ class Cosmos(Algorithm):
     assignment: dict[int, int] = field(default_factory=dict, init=False)
     cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)
     threshold_used: float | None = field(default=None, init=False)
+    # Clients that have finished local training once (they get E0 epochs until they have).
+    pretrained: set[int] = field(default_factory=set, init=False)
+    # While some client has never answered: each client's latest pseudo-labels, for
+    # re-clustering when a newcomer answers.
+    _last_probs: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False)
     _pending_models: dict[int, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -175,22 +181,33 @@ class Cosmos(Algorithm):
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
         self._restore_models(fed)
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
-            fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in fed.client_ids})
+            train_local_with_pretraining(
+                fed, self.pretrained, self.pretrain_epochs, self.local_epochs
+            )
         with fed.phase("prediction"):
             ask = {"codec": self.codec} if self.codec != "float32" else {}
             replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC, ask) for cid in fed.client_ids})
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
+            self.pretrained.update(probs)  # engines that defer training replies
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # f_i^(t,1)
         if not probs:
             raise RuntimeError(f"round {round_num}: no client returned pseudo-labels")
 
         with fed.phase("clustering"):
+            newcomers = set(probs) - set(self.assignment)
             if round_num == 1 or self.recluster or not self.assignment:
                 self._cluster(probs, fed)
-            self._assign_newcomers(probs, fed.public_x)
+            elif newcomers:
+                # Provisional clustering: a client answered for the first time, so Algorithm 1
+                # is run again over every client seen so far (absent ones with the labels they
+                # last sent), as if all had been there in round 1.
+                self._cluster({**self._last_probs, **probs}, fed)
+            if set(self.assignment) >= set(fed.client_ids):
+                self._last_probs = {}  # every client placed: the clustering is final
+            else:
+                self._last_probs.update(probs)
 
         with fed.phase("server_distillation"):
             teachers = self._train_cluster_models(fed, probs)
@@ -238,11 +255,16 @@ class Cosmos(Algorithm):
             "assignment": dict(self.assignment),
             "threshold_used": self.threshold_used,
             "cluster_models": models,
+            "pretrained": sorted(self.pretrained),
+            "last_probs": dict(self._last_probs),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.assignment = {int(c): int(k) for c, k in state["assignment"].items()}
         self.threshold_used = state["threshold_used"]
+        # Checkpoints from before these keys existed: every clustered client had pre-trained.
+        self.pretrained = set(state.get("pretrained", self.assignment))
+        self._last_probs = {int(c): np.asarray(p) for c, p in state.get("last_probs", {}).items()}
         # Server models need the federation (input shape, classes, device) to be rebuilt:
         # that happens at the start of the next round.
         self._pending_models = {int(k): v for k, v in state["cluster_models"].items()}
@@ -290,29 +312,6 @@ class Cosmos(Algorithm):
                     _inherit(old_models[source].get_state(), self.cluster_models[k].get_state())
                 )
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
-
-    def _assign_newcomers(self, probs: dict[int, np.ndarray], public_x: np.ndarray) -> None:
-        """A client that missed the clustering joins, the first time it answers, the cluster
-        whose members' mean pseudo-labels of this round are nearest (same distance as the
-        clustering); for a cluster none of whose members answered, its model's h_k(U) stands
-        in for the mean. Ties go to the lowest cluster id."""
-        newcomers = sorted(c for c in probs if c not in self.assignment)
-        if not newcomers or not self.assignment:
-            return
-        centroids = {}
-        for k, members in iter_clusters(self.assignment):
-            answered = [probs[c] for c in members if c in probs]
-            centroids[k] = (
-                np.mean(answered, axis=0)
-                if answered
-                else self.cluster_models[k].predict_proba(public_x)
-            )
-        for cid in newcomers:
-            dist = {
-                k: pairwise_distances([probs[cid], cen], self.distance)[0, 1]
-                for k, cen in centroids.items()
-            }
-            self.assignment[cid] = min(sorted(dist), key=dist.__getitem__)
 
     def _new_server_model(self, fed: Federation, k: int) -> Learner:
         factory = self.server_learner or torch_server_learner(
