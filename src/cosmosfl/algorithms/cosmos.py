@@ -41,6 +41,7 @@ from cosmosfl.core.clustering import (
     assignment_from_clusters,
     greedy_clustering,
     pairwise_distances,
+    stable_threshold,
     threshold_for_clusters,
 )
 from cosmosfl.data.augment import Augmentation
@@ -125,10 +126,11 @@ class Cosmos(Algorithm):
     assignment: dict[int, int] = field(default_factory=dict, init=False)
     cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)
     threshold_used: float | None = field(default=None, init=False)
+    join_threshold: float | None = field(default=None, init=False)
     # Clients that have finished local training once (they get E0 epochs until they have).
     pretrained: set[int] = field(default_factory=set, init=False)
-    # While some client has never answered: each client's latest pseudo-labels, for
-    # re-clustering when a newcomer answers.
+    # While some client has never answered: each client's latest pseudo-labels, to place
+    # newcomers next to clustered clients absent in their round.
     _last_probs: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False)
     _pending_models: dict[int, Any] | None = field(default=None, init=False, repr=False)
 
@@ -196,14 +198,10 @@ class Cosmos(Algorithm):
             raise RuntimeError(f"round {round_num}: no client returned pseudo-labels")
 
         with fed.phase("clustering"):
-            newcomers = set(probs) - set(self.assignment)
             if round_num == 1 or self.recluster or not self.assignment:
                 self._cluster(probs, fed)
-            elif newcomers:
-                # Provisional clustering: a client answered for the first time, so Algorithm 1
-                # is run again over every client seen so far (absent ones with the labels they
-                # last sent), as if all had been there in round 1.
-                self._cluster({**self._last_probs, **probs}, fed)
+            else:
+                self._place_newcomers(probs, fed)
             if set(self.assignment) >= set(fed.client_ids):
                 self._last_probs = {}  # every client placed: the clustering is final
             else:
@@ -254,6 +252,7 @@ class Cosmos(Algorithm):
         return {
             "assignment": dict(self.assignment),
             "threshold_used": self.threshold_used,
+            "join_threshold": self.join_threshold,
             "cluster_models": models,
             "pretrained": sorted(self.pretrained),
             "last_probs": dict(self._last_probs),
@@ -262,6 +261,7 @@ class Cosmos(Algorithm):
     def set_state(self, state: dict[str, Any]) -> None:
         self.assignment = {int(c): int(k) for c, k in state["assignment"].items()}
         self.threshold_used = state["threshold_used"]
+        self.join_threshold = state.get("join_threshold")
         # Checkpoints from before these keys existed: every clustered client had pre-trained.
         self.pretrained = set(state.get("pretrained", self.assignment))
         self._last_probs = {int(c): np.asarray(p) for c, p in state.get("last_probs", {}).items()}
@@ -301,6 +301,14 @@ class Cosmos(Algorithm):
         old_assignment, old_models = self.assignment, self.cluster_models
         self.assignment = {cid: int(pi[i]) for i, cid in enumerate(ids)}
         self.threshold_used = b0
+        # How close a newcomer must be to a clustered client to join it: Algorithm 1's B0
+        # when the user fixed it; with a searched B0 (the smallest for K, right at a
+        # within-group distance) the end of the interval of thresholds giving these clusters.
+        # Only needed while some client is missing from the clustering.
+        if self.threshold is not None or set(ids) >= set(fed.client_ids):
+            self.join_threshold = b0
+        else:
+            self.join_threshold = stable_threshold(d, b0, max_trials=200 if len(ids) <= 200 else 20)
         self.cluster_models = {}
         for k, members in iter_clusters(self.assignment):
             self.cluster_models[k] = self._new_server_model(fed, k)
@@ -312,6 +320,47 @@ class Cosmos(Algorithm):
                     _inherit(old_models[source].get_state(), self.cluster_models[k].get_state())
                 )
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
+
+    def _place_newcomers(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
+        """Clients answering for the first time (they missed the clustering) join by Algorithm
+        1's own criterion: the cluster of their nearest clustered client if that client is
+        B0-close (labels of this round, or the last ones it sent); newcomers close to nobody
+        are clustered among themselves with the same B0 into new clusters. Existing clusters
+        and their models are left alone."""
+        newcomers = sorted(c for c in probs if c not in self.assignment)
+        if not newcomers:
+            return
+        b0 = float(self.threshold_used)  # type: ignore[arg-type]
+        join = self.join_threshold if self.join_threshold is not None else b0
+        latest = {**self._last_probs, **probs}
+        known = sorted(c for c in self.assignment if c in latest)
+        ids = known + newcomers
+        d = pairwise_distances(
+            [latest[c] for c in ids],
+            self.distance,
+            sample=self.distance_sample,
+            seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
+            backend=self.distance_backend,
+        )
+        lonely = []
+        for i, cid in enumerate(newcomers, start=len(known)):
+            j = int(np.argmin(d[i, : len(known)])) if known else -1
+            if j >= 0 and (d[i, j] <= b0 or d[i, j] < join):
+                self.assignment[cid] = self.assignment[known[j]]
+            else:
+                lonely.append(i)
+        if lonely:
+            sub = d[np.ix_(lonely, lonely)]
+            next_k = max(self.cluster_models, default=-1) + 1
+            for n, members in enumerate(greedy_clustering(sub, b0)):
+                k = next_k + n
+                for m in members:
+                    self.assignment[ids[lonely[m]]] = k
+                self.cluster_models[k] = self._new_server_model(fed, k)
+        fed.log(
+            f"clustering: {len(newcomers)} newcomer(s) placed, {len(lonely)} in new clusters "
+            f"(K={len(self.cluster_models)})"
+        )
 
     def _new_server_model(self, fed: Federation, k: int) -> Learner:
         factory = self.server_learner or torch_server_learner(

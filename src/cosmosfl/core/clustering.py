@@ -289,6 +289,28 @@ def threshold_for_clusters(distances: np.ndarray, k: int, search: str = "scan") 
     return float(candidates[hi])
 
 
+def stable_threshold(distances: np.ndarray, threshold: float, max_trials: int = 200) -> float:
+    """The smallest distance above `threshold` at which Algorithm 1's partition changes: every
+    B0 in [threshold, result) gives the same clusters. inf if it never changes (K = 1).
+
+    A threshold search returns the *smallest* B0 for its K, right at a within-group distance;
+    this is the other end of the interval, usually where two groups would merge. Only the
+    `max_trials` smallest candidates are tried (thousands of clients): if none changes the
+    partition, the last one tried is returned (a lower bound of the true value).
+    """
+    d = _check_distances(distances)
+    n = d.shape[0]
+    base = sorted(sorted(c) for c in greedy_clustering(d, threshold))
+    upper = np.concatenate([d[i, i + 1 :] for i in range(n - 1)]) if n > 1 else np.zeros(0)
+    candidates = np.unique(upper[upper > threshold])
+    for b in candidates[:max_trials]:
+        if sorted(sorted(c) for c in greedy_clustering(d, float(b))) != base:
+            return float(b)
+    if len(candidates) > max_trials:
+        return float(candidates[max_trials - 1])
+    return float("inf")
+
+
 def assignment_from_clusters(clusters: Sequence[Sequence[int]], n: int) -> np.ndarray:
     """π: the cluster index of each of n clients."""
     out = np.full(n, -1, dtype=np.int64)
