@@ -161,3 +161,26 @@ def test_client_offline_in_round_1_gets_the_pretraining_it_missed(name):
     restored = ALGORITHMS[name]()
     restored.set_state(algo.get_state())
     assert restored.pretrained == set(range(10))
+
+
+def test_cosmos_round_1_with_fewer_answers_than_target_clusters_clusters_later():
+    # 4 answers for target_clusters=5 make 4 singletons (B0 = 0): nothing to place newcomers
+    # by, so when the others answer, everyone seen is clustered as in a normal round 1.
+    engine, _ = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c >= 4 else None)
+    algo = ALGORITHMS["cosmos"]()
+    with torch.random.fork_rng(devices=[]):
+        first = engine.run_round(algo, 1, 2)
+        assert first["K"] == 4 and first["threshold"] == 0.0
+        second = engine.run_round(algo, 2, 2)
+    assert len(second["clusters"]) == 10 and second["K"] <= 5
+
+
+def test_client_that_trained_nothing_is_not_marked_pretrained():
+    # Client 3 misses only round 1's training; its pseudo-labels still arrive.
+    engine, _ = _cosmos_engine(
+        lambda r, c, t: "dropout" if r == 1 and c == 3 and t == P.TRAIN_LOCAL else None
+    )
+    algo = ALGORITHMS["cosmos"]()
+    with torch.random.fork_rng(devices=[]):
+        engine.run_round(algo, 1, 2)
+    assert 3 not in algo.pretrained and 4 in algo.pretrained

@@ -143,9 +143,7 @@ def test_stable_threshold_is_where_the_partition_changes():
     from cosmosfl.core.clustering import stable_threshold
 
     # Two tight pairs far apart: {0, 1} at 0.1, {2, 3} at 0.2, the groups 1.0-1.3 apart.
-    d = np.array(
-        [[0, 0.1, 1.0, 1.1], [0.1, 0, 1.2, 1.3], [1.0, 1.2, 0, 0.2], [1.1, 1.3, 0.2, 0]]
-    )
+    d = np.array([[0, 0.1, 1.0, 1.1], [0.1, 0, 1.2, 1.3], [1.0, 1.2, 0, 0.2], [1.1, 1.3, 0.2, 0]])
     b0 = threshold_for_clusters(d, 2)
     assert b0 == 0.2
     # Every B0 in [0.2, 1.0) gives {0, 1}, {2, 3}; at 1.0 the groups merge.

@@ -92,3 +92,8 @@ def test_kernel_rejects_wrong_dtypes():
         l1_kernel.add_upper_l1(np.zeros((3, 4)), np.zeros((3, 3)))
     with pytest.raises(ValueError, match="float64"):
         l1_kernel.add_upper_l1(np.zeros((3, 4), np.float32), np.zeros((2, 2)))
+
+
+def test_numba_backend_is_l1_only():
+    with pytest.raises(ValueError, match="l1 distances only"):
+        pairwise_distances(random_probs(3), "l2", backend="numba")

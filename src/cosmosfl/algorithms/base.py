@@ -192,7 +192,7 @@ def train_local_with_pretraining(
     joining with a barely trained model (whose pseudo-labels would misplace it in the
     clustering). Clients that finish are added to `pretrained` here when the engine returns
     replies at once; an engine that defers metric-only replies (Flower) returns them later,
-    and the caller adds the clients that answered the next task instead.
+    and the caller adds the clients that answered the next task instead (`deferred(replies)`).
     """
     messages = {
         cid: P.Message(
@@ -204,3 +204,8 @@ def train_local_with_pretraining(
     if isinstance(replies, dict):
         pretrained.update(replies)
     return replies
+
+
+def deferred(replies: Any) -> bool:
+    """Whether an engine returned these replies later (Flower piggybacks metric-only replies)."""
+    return not isinstance(replies, dict)

@@ -30,6 +30,7 @@ from cosmosfl.algorithms.base import (
     Algorithm,
     Federation,
     RoundRecord,
+    deferred,
     derive_seed,
     evaluate_clients,
     iter_clusters,
@@ -96,13 +97,14 @@ class Comet(Algorithm):
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
         with fed.phase("local_training"):
-            train_local_with_pretraining(
+            trained = train_local_with_pretraining(
                 fed, self.pretrained, self.pretrain_epochs, self.local_epochs
             )
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, P.Message(P.PREDICT_PUBLIC)))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
-            self.pretrained.update(probs)  # engines that defer training replies
+            if deferred(trained):  # Flower: answering this task means training finished
+                self.pretrained.update(probs)
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # after local training
 

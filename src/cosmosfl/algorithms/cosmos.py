@@ -25,6 +25,7 @@ from cosmosfl.algorithms.base import (
     Federation,
     RoundRecord,
     ServerLearnerFactory,
+    deferred,
     derive_seed,
     evaluate_clients,
     iter_clusters,
@@ -184,28 +185,34 @@ class Cosmos(Algorithm):
         record = RoundRecord()
         self._restore_models(fed)
         with fed.phase("local_training"):
-            train_local_with_pretraining(
+            trained = train_local_with_pretraining(
                 fed, self.pretrained, self.pretrain_epochs, self.local_epochs
             )
         with fed.phase("prediction"):
             ask = {"codec": self.codec} if self.codec != "float32" else {}
             replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC, ask) for cid in fed.client_ids})
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
-            self.pretrained.update(probs)  # engines that defer training replies
+            if deferred(trained):  # Flower: answering this task means training finished
+                self.pretrained.update(probs)
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # f_i^(t,1)
         if not probs:
             raise RuntimeError(f"round {round_num}: no client returned pseudo-labels")
 
         with fed.phase("clustering"):
+            seen = {**self._last_probs, **probs}
             if round_num == 1 or self.recluster or not self.assignment:
                 self._cluster(probs, fed)
+            elif set(probs) - set(self.assignment) and self._uninformative():
+                # Round 1 had no more answers than target_clusters: every client is a
+                # singleton and B0 says nothing yet, so cluster everyone seen so far.
+                self._cluster(seen, fed)
             else:
                 self._place_newcomers(probs, fed)
-            if set(self.assignment) >= set(fed.client_ids):
+            if self.recluster or set(self.assignment) >= set(fed.client_ids):
                 self._last_probs = {}  # every client placed: the clustering is final
             else:
-                self._last_probs.update(probs)
+                self._last_probs = seen
 
         with fed.phase("server_distillation"):
             teachers = self._train_cluster_models(fed, probs)
@@ -305,7 +312,7 @@ class Cosmos(Algorithm):
         # when the user fixed it; with a searched B0 (the smallest for K, right at a
         # within-group distance) the end of the interval of thresholds giving these clusters.
         # Only needed while some client is missing from the clustering.
-        if self.threshold is not None or set(ids) >= set(fed.client_ids):
+        if self.threshold is not None or self.recluster or set(ids) >= set(fed.client_ids):
             self.join_threshold = b0
         else:
             self.join_threshold = stable_threshold(d, b0, max_trials=200 if len(ids) <= 200 else 20)
@@ -320,6 +327,10 @@ class Cosmos(Algorithm):
                     _inherit(old_models[source].get_state(), self.cluster_models[k].get_state())
                 )
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
+
+    def _uninformative(self) -> bool:
+        """A searched clustering in which every client is alone (B0 = 0 or K = 1 client)."""
+        return self.threshold is None and len(self.cluster_models) >= len(self.assignment)
 
     def _place_newcomers(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
         """Clients answering for the first time (they missed the clustering) join by Algorithm
@@ -351,8 +362,11 @@ class Cosmos(Algorithm):
                 lonely.append(i)
         if lonely:
             sub = d[np.ix_(lonely, lonely)]
+            # The same closeness as for joining: d <= B0 or d < join.
+            below = sub[sub < join]
+            thr = max(b0, float(below.max())) if below.size else b0
             next_k = max(self.cluster_models, default=-1) + 1
-            for n, members in enumerate(greedy_clustering(sub, b0)):
+            for n, members in enumerate(greedy_clustering(sub, thr)):
                 k = next_k + n
                 for m in members:
                     self.assignment[ids[lonely[m]]] = k

@@ -106,7 +106,6 @@ def time_to_accuracy(
         elapsed = time.perf_counter() - start
         data["curves"][name] = curve
         data["tasks"][name] = tasks
-        last = reached or (curve[-1] if curve else (0, elapsed, float("nan")))
         if reached:
             status = "yes"
         elif cut:
@@ -117,19 +116,19 @@ def time_to_accuracy(
             [
                 name,
                 status,
-                last[1] if reached else elapsed,
+                reached[1] if reached else elapsed,
                 len(curve),
                 max((a for _, _, a in curve), default=float("nan")),
                 np.mean(np.diff([0.0] + [s for _, s, _ in curve])) if curve else float("nan"),
             ]
         )
         if cut:
-            done = {}
+            done: dict[str, list[float]] = {}
             for row in tasks:
                 key = f"{row['task']} {row['model']}"
                 done.setdefault(key, []).append(row["seconds"])
             summary = "; ".join(
-                f"{k}: {len(v)} x {np.mean(v):.0f} s" for k, v in sorted(done.items())
+                f"{k}: {len(v)} x {np.mean(v):.3g} s" for k, v in sorted(done.items())
             )
             report.notes.append(
                 f"{name}: client tasks finished before the budget ran out (count x mean "

@@ -87,7 +87,9 @@ def cluster(labels: Any, k: int, sample: int | None, search: str = "auto") -> di
         "clustering_s": t_clust,
         "K": len(clusters),
         "B0": b0,
-        "backend": resolve_backend(len(labels), sample or labels[0].shape[0], labels[0].shape[1]),
+        "backend": resolve_backend(
+            len(labels), min(sample or labels[0].shape[0], labels[0].shape[0]), labels[0].shape[1]
+        ),
     }
 
 

@@ -78,6 +78,8 @@ def pairwise_distances(
             f"distance backend {backend!r} is not supported; allowed: "
             f"{', '.join(DISTANCE_BACKENDS)}"
         )
+    if backend == "numba" and metric != "l1":
+        raise ValueError(f"the numba backend computes l1 distances only, not {metric!r}")
     if backend == "numba" and not l1_kernel.available():
         raise ImportError(
             "the numba distance backend needs numba: pip install 'cosmosfl[fast]' "
@@ -212,15 +214,20 @@ def greedy_clustering(distances: np.ndarray, threshold: float) -> list[list[int]
     d = _check_distances(distances)
     if not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite number >= 0, got {threshold}")
-    close = d <= threshold
+    return _greedy(_close(d, threshold))
+
+
+def _close(d: np.ndarray, b: float) -> np.ndarray:
+    close = d <= b
+    # Symmetric by construction (a matrix only symmetric within rounding would otherwise make
+    # the row-wise count updates of _greedy depend on which triangle is read).
+    close &= close.T.copy()
     np.fill_diagonal(close, False)
-    return _greedy(close)
+    return close
 
 
 def _clusters_at(d: np.ndarray, b: float, k: int) -> int:
-    close = d <= b
-    np.fill_diagonal(close, False)
-    return len(_greedy(close, limit=k))
+    return len(_greedy(_close(d, b), limit=k))
 
 
 def _components_bound(d: np.ndarray, k: int) -> float:

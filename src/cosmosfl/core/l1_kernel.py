@@ -14,7 +14,6 @@ fixed order) but not bit-equal to torch.cdist: the per-block sums are float32 (r
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import numpy as np
@@ -27,9 +26,21 @@ COLUMNS = 1024
 _kernel: Any = None
 
 
+_available: bool | None = None
+
+
 def available() -> bool:
-    """Whether numba is installed (the kernel is compiled on first use, ~3 s, then cached)."""
-    return importlib.util.find_spec("numba") is not None
+    """Whether numba imports (the kernel is compiled on first use, ~3 s, then cached). An
+    installed numba that fails to import (e.g. built for another numpy) counts as missing."""
+    global _available
+    if _available is None:
+        try:
+            import numba  # noqa: F401
+
+            _available = True
+        except Exception:
+            _available = False
+    return _available
 
 
 def _compile() -> Any:
