@@ -63,3 +63,21 @@ def test_time_box_stops_client_work_at_the_deadline_and_logs_what_ran():
 def test_bench_budget_must_be_positive(capsys):
     assert main(["bench", "time-to-accuracy", "--budget", "0"]) == 2
     assert "--budget must be > 0" in capsys.readouterr().err
+
+
+def test_communication_benchmark_runs_the_seed_it_is_given(monkeypatch):
+    import pytest
+
+    from cosmosfl.bench import communication
+
+    seen = []
+
+    def fake_config(data_dir, config, overrides):
+        seen.append(overrides)
+        raise RuntimeError("stop before training")
+
+    monkeypatch.setattr(communication, "paper_scale", lambda codecs: {})
+    monkeypatch.setattr(communication, "cifar_config", fake_config)
+    with pytest.raises(RuntimeError, match="stop"):
+        communication.run(seed=7, codecs=("float32",))
+    assert "seed=7" in seen[0]

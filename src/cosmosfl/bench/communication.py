@@ -73,7 +73,7 @@ def run(
     scale = paper_scale(codecs)
     runs: dict[str, Any] = {}
     for codec in codecs:
-        overrides = [f"algorithm.codec={codec}", f"rounds={rounds}"]
+        overrides = [f"algorithm.codec={codec}", f"rounds={rounds}", f"seed={seed}"]
         if quick:
             overrides += ["data.max_train=1500", "algorithm.pretrain_epochs=1"]
         cfg = cifar_config(data_dir, config, overrides)
