@@ -151,3 +151,13 @@ def test_stable_threshold_is_where_the_partition_changes():
     assert stable_threshold(d, 1.3) == float("inf")
     # From B0 = 0 (singletons) the first change is the closest pair merging.
     assert stable_threshold(d, 0.0) == 0.1
+
+
+def test_nearly_symmetric_distances_are_symmetrised_before_clustering():
+    rng = np.random.default_rng(0)
+    d = rng.random((12, 12))
+    d = (d + d.T) / 2
+    np.fill_diagonal(d, 0)
+    noisy = d + np.triu(np.full_like(d, 1e-12), 1)  # symmetric within rounding only
+    assert greedy_clustering(noisy, 0.4) == greedy_clustering((noisy + noisy.T) / 2, 0.4)
+    assert threshold_for_clusters(noisy, 3) == threshold_for_clusters((noisy + noisy.T) / 2, 3)

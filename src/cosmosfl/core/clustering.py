@@ -175,10 +175,15 @@ def _check_distances(distances: np.ndarray) -> np.ndarray:
         raise ValueError("distances contain NaN or inf")
     # Row blocks keep the temporaries small for N in the tens of thousands.
     step = max(1, (16 << 20) // max(d.shape[0], 1))
+    exact = True
     for i in range(0, d.shape[0], step):
-        if not np.allclose(d[i : i + step], d[:, i : i + step].T):
+        block, mirror = d[i : i + step], d[:, i : i + step].T
+        if not np.allclose(block, mirror):
             raise ValueError("distances must be symmetric")
-    return d
+        exact = exact and np.array_equal(block, mirror)
+    # Symmetric only within rounding: average it once, since _greedy's count updates read
+    # rows of the closeness matrix and must see the same closeness from both sides.
+    return d if exact else (d + d.T) / 2
 
 
 def _greedy(close: np.ndarray, limit: int | None = None) -> list[list[int]]:
@@ -218,10 +223,7 @@ def greedy_clustering(distances: np.ndarray, threshold: float) -> list[list[int]
 
 
 def _close(d: np.ndarray, b: float) -> np.ndarray:
-    close = d <= b
-    # Symmetric by construction (a matrix only symmetric within rounding would otherwise make
-    # the row-wise count updates of _greedy depend on which triangle is read).
-    close &= close.T.copy()
+    close = d <= b  # d is exactly symmetric (_check_distances)
     np.fill_diagonal(close, False)
     return close
 
