@@ -288,13 +288,7 @@ class Cosmos(Algorithm):
     # -- steps -------------------------------------------------------------------------------
     def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
         ids = sorted(probs)
-        d = pairwise_distances(
-            [probs[c] for c in ids],
-            self.distance,
-            sample=self.distance_sample,
-            seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
-            backend=self.distance_backend,
-        )
+        d = self._distances([probs[c] for c in ids], fed)
         if self.threshold is not None:
             b0 = float(self.threshold)
         else:
@@ -328,6 +322,17 @@ class Cosmos(Algorithm):
                 )
         fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
 
+    def _distances(self, labels: list[np.ndarray], fed: Federation) -> np.ndarray:
+        """The clustering's distances between these pseudo-label matrices (same settings and
+        row sample for the round-1 clustering and for placing newcomers)."""
+        return pairwise_distances(
+            labels,
+            self.distance,
+            sample=self.distance_sample,
+            seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
+            backend=self.distance_backend,
+        )
+
     def _uninformative(self) -> bool:
         """A searched clustering in which every client is alone (B0 = 0 or K = 1 client)."""
         return self.threshold is None and len(self.cluster_models) >= len(self.assignment)
@@ -346,13 +351,7 @@ class Cosmos(Algorithm):
         latest = {**self._last_probs, **probs}
         known = sorted(c for c in self.assignment if c in latest)
         ids = known + newcomers
-        d = pairwise_distances(
-            [latest[c] for c in ids],
-            self.distance,
-            sample=self.distance_sample,
-            seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
-            backend=self.distance_backend,
-        )
+        d = self._distances([latest[c] for c in ids], fed)
         lonely = []
         for i, cid in enumerate(newcomers, start=len(known)):
             j = int(np.argmin(d[i, : len(known)])) if known else -1
