@@ -233,3 +233,53 @@ def test_local_algorithm_reports_client_model_only():
     assert set(rec["accuracy"]) == {"client_model"}
     assert set(rec["bytes_up"].values()) == {0} and set(rec["bytes_down"].values()) == {0}
     assert result.clusters is None
+
+
+def test_distillation_losses_are_recorded_per_cluster_and_client(digits_runs):
+    (result, _), _ = digits_runs
+    for rec in result.records:
+        server, clients = rec["server_distill"], rec["client_distill"]
+        assert set(server) == {str(k) for k in set(rec["clusters"].values())}
+        assert set(clients) == set(rec["clusters"])
+        for losses in server.values():
+            assert {"kl_first", "kl_last", "consistency_first", "consistency_last"} <= set(losses)
+            assert all(np.isfinite(v) and v >= 0 for v in losses.values())
+    # Round 1's cluster models start from scratch: they fit their teachers over the epochs.
+    first = result.records[0]["server_distill"]
+    assert all(v["kl_last"] < v["kl_first"] for v in first.values())
+
+
+def test_server_models_take_the_clients_training_settings():
+    overrides = [
+        "clients.precision=bf16",
+        "clients.consistency_samples=3",
+        "clients.consistency_target=detached",
+        "clients.neighbour_bn=frozen",
+        "clients.eval_batch_size=77",
+        "algorithm.server_head_init=default",
+    ]
+    from cosmosfl.experiment.runner import build_experiment
+
+    exp = build_experiment(load_config("configs/default.yaml", overrides))
+    h = exp.algorithm.server_learner((1, 8, 8), 10, 0)
+    assert (h.precision, h.consistency_samples, h.consistency_target) == ("bf16", 3, "detached")
+    assert (h.neighbour_bn, h.eval_batch_size) == ("frozen", 77)
+    assert h.distill_lr == exp.config.algorithm["server_lr"]
+
+
+def test_default_head_init_starts_server_models_near_uniform():
+    import torch
+
+    from cosmosfl.algorithms.cosmos import torch_server_learner
+
+    x = np.random.default_rng(0).normal(size=(64, 3, 32, 32)).astype(np.float32)
+    spread = {}
+    for init in ("kaiming", "default"):
+        h = torch_server_learner("resnet18", head_init=init)((3, 32, 32), 10, 5)
+        again = torch_server_learner("resnet18", head_init=init)((3, 32, 32), 10, 5)
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(h.model.parameters(), again.model.parameters(), strict=True)
+        )
+        spread[init] = h.predict_proba(x).max(axis=1).mean()
+    assert spread["default"] < 0.5 < spread["kaiming"]

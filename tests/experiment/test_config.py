@@ -49,6 +49,14 @@ def test_defaults_are_the_papers():
         ({"algorithm": "cosmos"}, "mapping with a 'name'"),
         ({"algorithm": {"lam": -1.0}}, "lam"),  # the name defaults to cosmos
         ({"threads": 0}, "threads"),
+        ({"clients": {"consistency_target": "stop"}}, "allowed: live, detached"),
+        ({"clients": {"neighbour_bn": "off"}}, "allowed: update, frozen"),
+        ({"algorithm": {"threshold_rule": "elbow"}}, "threshold_rule 'elbow'.*largest-gap"),
+        (
+            {"algorithm": {"threshold_rule": "largest-gap", "target_clusters": 5}},
+            "target_clusters=null",
+        ),
+        ({"algorithm": {"server_head_init": "xavier"}}, "server_head_init 'xavier'"),
     ],
 )
 def test_bad_configs_are_rejected_with_field_and_allowed_values(raw, message):
@@ -106,11 +114,19 @@ def test_dumped_config_loads_back_identically(tmp_path):
         "paper-cifar100.yaml",
         "paper-emnist.yaml",
         "paper-tiny-imagenet.yaml",
+        "fmnist-paper.yaml",
+        "cifar10-paper.yaml",
     ],
 )
 def test_shipped_configs_are_valid(repo_root, name):
     cfg = load_config(repo_root / "configs" / name)
     assert cfg.algorithm["name"] == "cosmos"
+    if name.endswith("-paper.yaml"):  # the paper's shape: 25 clients, 5 per class group
+        assert (cfg.data.num_clients, cfg.data.num_groups, cfg.data.public_fraction) == (
+            25,
+            5,
+            0.2,
+        )
 
 
 def test_client_mix_is_spread_over_ids_not_blocked():

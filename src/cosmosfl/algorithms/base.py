@@ -82,6 +82,7 @@ class RoundRecord:
     info: dict[str, Any] = field(default_factory=dict)
     # Metrics an engine has not collected yet (see DeferredMetrics); `resolve` reads them.
     pending: dict[str, DeferredMetrics] = field(default_factory=dict)
+    pending_info: dict[str, DeferredMetrics] = field(default_factory=dict)
 
     def add_metrics(self, model: str, metrics: Mapping[int, Mapping[str, float]]) -> None:
         if isinstance(metrics, DeferredMetrics):
@@ -92,11 +93,22 @@ class RoundRecord:
         if any("top5" in m for m in metrics.values()):
             self.top5[model] = {cid: float(m["top5"]) for cid, m in metrics.items() if "top5" in m}
 
+    def add_info(self, key: str, per_client: Mapping[int, Mapping[str, float]]) -> None:
+        """Per-client scalars (e.g. a task's training losses) under `info[key]`, possibly
+        deferred by the engine like `add_metrics`."""
+        if isinstance(per_client, DeferredMetrics):
+            self.pending_info[key] = per_client
+            return
+        self.info[key] = {cid: dict(m) for cid, m in sorted(per_client.items())}
+
     def resolve(self) -> None:
         """Collect deferred metrics (engines call this before reading the record)."""
         pending, self.pending = self.pending, {}
         for model, metrics in pending.items():
             self.add_metrics(model, dict(metrics.items()))
+        pending_info, self.pending_info = self.pending_info, {}
+        for key, per_client in pending_info.items():
+            self.add_info(key, dict(per_client.items()))
 
 
 class DeferredMetrics(Mapping[int, Mapping[str, float]]):
@@ -157,8 +169,12 @@ def evaluate_clients(
 ) -> Mapping[int, Mapping[str, float]]:
     """Ask clients to evaluate their own model on their own test split."""
     ids = fed.client_ids if client_ids is None else client_ids
-    replies = fed.send({cid: P.Message(P.EVALUATE) for cid in ids})
-    if not isinstance(replies, dict):  # an engine's deferred replies: stay deferred
+    return reply_metrics(fed.send({cid: P.Message(P.EVALUATE) for cid in ids}))
+
+
+def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:
+    """The scalar metrics of each reply; deferred when the engine defers the replies."""
+    if not isinstance(replies, dict):
         return DeferredMetrics(lambda: {cid: dict(r.metrics) for cid, r in replies.items()})
     return {cid: dict(r.metrics) for cid, r in replies.items()}
 

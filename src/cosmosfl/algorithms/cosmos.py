@@ -29,6 +29,7 @@ from cosmosfl.algorithms.base import (
     derive_seed,
     evaluate_clients,
     iter_clusters,
+    reply_metrics,
     train_local_with_pretraining,
 )
 from cosmosfl.client import CLIENT_WEIGHTS
@@ -38,16 +39,20 @@ from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
 from cosmosfl.core.clustering import (
     DISTANCE_BACKENDS,
     DISTANCES,
+    THRESHOLD_RULES,
     THRESHOLD_SEARCHES,
     assignment_from_clusters,
     greedy_clustering,
+    largest_gap_threshold,
     pairwise_distances,
     stable_threshold,
     threshold_for_clusters,
+    widest_interval_threshold,
 )
 from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
+from cosmosfl.models.init import HEAD_INITS, reset_head
 from cosmosfl.models.registry import build_model, model_names
 
 
@@ -59,8 +64,15 @@ def torch_server_learner(
     distill_lr: float = 1e-4,
     augmentation: Augmentation | None = None,
     device: str = "cpu",
+    head_init: str = "kaiming",
+    **learner_options: Any,
 ) -> ServerLearnerFactory:
-    """A factory for server models h_k from the model registry (paper: VGG16, Adam 1e-4)."""
+    """A factory for server models h_k from the model registry (paper: VGG16, Adam 1e-4).
+
+    `learner_options` go to every TorchLearner built (e.g. `consistency_samples`, `precision`,
+    `channels_last`, `eval_batch_size`, `consistency_target`, `neighbour_bn`), so server models
+    train with the same settings as the clients' torch models.
+    """
 
     def factory(sample_shape: tuple[int, ...], num_classes: int, seed: int) -> Learner:
         channels, size = sample_shape[0], sample_shape[-1]
@@ -72,6 +84,8 @@ def torch_server_learner(
             width=width,
             seed=seed,
         )
+        if head_init == "default":
+            reset_head(net, seed)
         return TorchLearner(
             net,
             num_classes=num_classes,
@@ -80,6 +94,7 @@ def torch_server_learner(
             augmentation=augmentation,
             device=device,
             seed=seed,
+            **learner_options,
         )
 
     return factory
@@ -96,6 +111,10 @@ class Cosmos(Algorithm):
     # Instead of B0: the smallest B0 giving at most this many clusters. With neither set,
     # target_clusters = 5, the paper's tuning goal (B0 tuned so that K is about 5).
     target_clusters: int | None = None
+    # How B0 is chosen when `threshold` is not fixed: "target" (the smallest B0 giving
+    # K <= target_clusters), or "largest-gap" / "widest-interval", which choose K from the
+    # distances alone (core/clustering.py; target_clusters must then be null).
+    threshold_rule: str = "target"
     distance: str = "l1"
     aggregation: str = "mean"
     trim_fraction: float = 0.2
@@ -111,6 +130,10 @@ class Cosmos(Algorithm):
     server_width: float = 1.0
     server_batch_size: int = 32
     server_lr: float = 1e-4
+    # Initial weights of h_k's last layer: "kaiming" (the paper's init everywhere, which makes
+    # new server models start with large logits) or "default" (PyTorch's Linear init,
+    # U(±1/sqrt(fan_in)), zero bias: near-uniform initial predictions).
+    server_head_init: str = "kaiming"
     # Performance (docs/performance.md). codec: how soft labels travel both ways (float32,
     # float16, uint8, top<k>). distance_sample: estimate distances on this many rows of U
     # (None: exact, all of U). distance_backend: torch, numba (compiled ℓ1 kernel, needs
@@ -141,8 +164,21 @@ class Cosmos(Algorithm):
                 "COSMOS takes exactly one of threshold (B0) and target_clusters; "
                 f"got threshold={self.threshold}, target_clusters={self.target_clusters}"
             )
-        if self.threshold is None and self.target_clusters is None:
+        _choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
+        if self.threshold_rule != "target" and (
+            self.threshold is not None or self.target_clusters is not None
+        ):
+            raise ValueError(
+                f"threshold_rule {self.threshold_rule!r} chooses B0 (and K) from the distances: "
+                "set threshold and target_clusters to null (e.g. algorithm.target_clusters=null)"
+            )
+        if (
+            self.threshold is None
+            and self.target_clusters is None
+            and self.threshold_rule == "target"
+        ):
             self.target_clusters = 5
+        _choice("server_head_init", self.server_head_init, HEAD_INITS)
         if self.server_learner is None and self.server_model not in model_names():
             raise ValueError(
                 f"server_model {self.server_model!r} is not a registered model; "
@@ -215,7 +251,7 @@ class Cosmos(Algorithm):
                 self._last_probs = seen
 
         with fed.phase("server_distillation"):
-            teachers = self._train_cluster_models(fed, probs)
+            teachers, server_losses = self._train_cluster_models(fed, probs)
         with fed.phase("evaluation"):
             models = {cid: self.cluster_models[k] for cid, k in self.assignment.items()}
             record.add_metrics("cluster_model", fed.evaluate_server_models(models))  # h_π(i)
@@ -231,7 +267,7 @@ class Cosmos(Algorithm):
                 "lam": self.lam,
                 "client_weights": self.client_weights,
             }
-            fed.send(
+            distilled = fed.send(
                 {
                     cid: P.Message(
                         P.DISTILL, config, codecs.encode_probs(targets[k], self.codec, "targets")
@@ -239,6 +275,8 @@ class Cosmos(Algorithm):
                     for cid, k in self.assignment.items()
                 }
             )
+            # KL and r_B of each client's distillation (first and last epoch): does f_i fit h_k?
+            record.add_info("client_distill", reply_metrics(distilled))
         with fed.phase("evaluation"):
             record.add_metrics("client_model", evaluate_clients(fed))  # f_i^(t,2)
 
@@ -247,6 +285,8 @@ class Cosmos(Algorithm):
             K=len(self.cluster_models),
             threshold=self.threshold_used,
             updated_clusters=sorted(teachers),
+            # KL(f̄_k ‖ h_k) and r_B of each cluster model's training: does h_k fit its teacher?
+            server_distill={int(k): v for k, v in sorted(server_losses.items())},
         )
         return record
 
@@ -291,6 +331,10 @@ class Cosmos(Algorithm):
         d = self._distances([probs[c] for c in ids], fed)
         if self.threshold is not None:
             b0 = float(self.threshold)
+        elif self.threshold_rule == "largest-gap":
+            b0 = largest_gap_threshold(d)
+        elif self.threshold_rule == "widest-interval":
+            b0 = widest_interval_threshold(d)
         else:
             b0 = threshold_for_clusters(
                 d,
@@ -383,6 +427,7 @@ class Cosmos(Algorithm):
             distill_lr=self.server_lr,
             augmentation=self.augmentation,
             device=fed.device,
+            head_init=self.server_head_init,
         )
         return factory(
             tuple(fed.public_x.shape[1:]),
@@ -390,8 +435,11 @@ class Cosmos(Algorithm):
             derive_seed(fed.seed, "cosmos-server", k),
         )
 
-    def _train_cluster_models(self, fed: Federation, probs: dict[int, np.ndarray]) -> list[int]:
-        updated = []
+    def _train_cluster_models(
+        self, fed: Federation, probs: dict[int, np.ndarray]
+    ) -> tuple[list[int], dict[int, dict[str, float]]]:
+        """Train each h_k on its cluster's new teacher; the clusters updated and their losses."""
+        updated, losses = [], {}
         for k, members in iter_clusters(self.assignment):
             answered = [probs[c] for c in members if c in probs]
             if not answered:
@@ -401,11 +449,12 @@ class Cosmos(Algorithm):
                 aggregate(answered, self.aggregation, trim_fraction=self.trim_fraction),
                 self.temperature,
             )
-            self.cluster_models[k].distill(
+            stats = self.cluster_models[k].distill(
                 fed.public_x, teacher, epochs=self.server_epochs, lam=self.lam
             )
+            losses[k] = {name: float(v) for name, v in stats.items()}
             updated.append(k)
-        return updated
+        return updated, losses
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -17,6 +17,12 @@ DISTANCE_BACKENDS = ("auto", "torch", "numba")
 # and the distances stay bit-identical to earlier versions for the usual federation sizes.
 NUMBA_MIN_WORK = 2e9
 THRESHOLD_SEARCHES = ("auto", "scan", "bisect")
+# How COSMOS chooses B0 when the user does not fix it: "target" (the paper's tuning and the
+# official code's: the smallest B0 giving K <= target_clusters), or rules that pick K from the
+# distances alone: "largest-gap" (B0 at the lower end of the widest gap between consecutive
+# pairwise distances) and "widest-interval" (the partition that stays the same over the widest
+# range of B0, trivial ones excluded).
+THRESHOLD_RULES = ("target", "largest-gap", "widest-interval")
 # "auto" scans every candidate B0 (exact smallest) up to this many clients, and bisects above.
 SCAN_MAX_CLIENTS = 200
 # Memory for one block of stacked pseudo-labels (float64) while computing distances.
@@ -318,6 +324,50 @@ def stable_threshold(distances: np.ndarray, threshold: float, max_trials: int = 
     if len(candidates) > max_trials:
         return float(candidates[max_trials - 1])
     return float("inf")
+
+
+def _upper(d: np.ndarray) -> np.ndarray:
+    n = d.shape[0]
+    return np.concatenate([d[i, i + 1 :] for i in range(n - 1)]) if n > 1 else np.zeros(0)
+
+
+def largest_gap_threshold(distances: np.ndarray) -> float:
+    """B0 just below the widest gap between consecutive distinct pairwise distances: within-
+    group distances lie below it, between-group ones above, whatever K that gives."""
+    d = _check_distances(distances)
+    values = np.unique(_upper(d))
+    if len(values) < 2:
+        return float(values[0]) if len(values) else 0.0
+    return float(values[int(np.argmax(np.diff(values)))])
+
+
+def widest_interval_threshold(distances: np.ndarray, max_clients: int = 400) -> float:
+    """The smallest B0 of the partition that Algorithm 1 returns over the widest range of B0.
+
+    Algorithm 1's clusters only change when B0 crosses a pairwise distance, so the range of B0
+    is cut into intervals of one partition each; the widest one (a persistence rule, as in
+    hierarchical clustering) is chosen among partitions with 1 < K < N, so neither "everyone
+    alone" nor "everyone together" wins by default. Exact, one clustering per distinct
+    distance: O(N^4) in the worst case, so limited to `max_clients`.
+    """
+    d = _check_distances(distances)
+    n = d.shape[0]
+    if n > max_clients:
+        raise ValueError(
+            f"threshold_rule 'widest-interval' tries every pairwise distance; {n} clients is "
+            f"more than {max_clients}: use 'largest-gap' or 'target' for this many clients"
+        )
+    candidates = np.unique(np.concatenate([[0.0], _upper(d)]))
+    best, best_width = 0.0, -1.0
+    start, current = None, None
+    for b in candidates:
+        partition = sorted(sorted(c) for c in greedy_clustering(d, float(b)))
+        if partition != current:
+            nontrivial = current is not None and 1 < len(current) < n
+            if nontrivial and start is not None and b - start > best_width:
+                best, best_width = start, float(b - start)
+            start, current = float(b), partition
+    return best
 
 
 def assignment_from_clusters(clusters: Sequence[Sequence[int]], n: int) -> np.ndarray:

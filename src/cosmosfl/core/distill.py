@@ -18,14 +18,28 @@ def kl_to_targets(
     return per_sample.sum() / logits.shape[0]
 
 
+CONSISTENCY_TARGETS = ("live", "detached")
+
+
 def consistency_loss(
     logits_neighbour: torch.Tensor,
     logits_clean: torch.Tensor,
     weights: torch.Tensor | None = None,
+    *,
+    target: str = "live",
 ) -> torch.Tensor:
     """r_B(g)(x) = ℓ(g(x'), g(x)) for a sampled neighbour x' of x; ℓ is the main term's KL.
 
-    Unlike the official code, gradients flow through both g(x') and g(x), so λ really acts
-    as a smoothness penalty on the model being trained.
+    `target="live"` (the paper's r_B as written): gradients flow through both g(x') and g(x),
+    so λ acts as a smoothness penalty on both views. `"detached"`: g(x) is a fixed target
+    (stop-gradient), as in most consistency-regularisation methods, so r_B only pulls the
+    neighbour's prediction towards the clean one. Unlike the official code, the neighbour view
+    always carries gradients, so λ really changes the model being trained.
     """
-    return kl_to_targets(logits_neighbour, F.softmax(logits_clean, dim=1), weights)
+    if target not in CONSISTENCY_TARGETS:
+        raise ValueError(
+            f"consistency target {target!r} is not supported; allowed: "
+            f"{', '.join(CONSISTENCY_TARGETS)}"
+        )
+    clean = logits_clean.detach() if target == "detached" else logits_clean
+    return kl_to_targets(logits_neighbour, F.softmax(clean, dim=1), weights)

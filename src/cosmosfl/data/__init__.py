@@ -1,6 +1,11 @@
 """Data for federated experiments: datasets, partitions, augmentation and partition reports."""
 
-from cosmosfl.data.augment import Augmentation, default_augmentation
+from cosmosfl.data.augment import (
+    Augmentation,
+    CropFlip,
+    default_augmentation,
+    train_augmentation_for,
+)
 from cosmosfl.data.partition import (
     PARTITIONERS,
     Partition,
@@ -27,6 +32,7 @@ __all__ = [
     "DATASET_NAMES",
     "PARTITIONERS",
     "Augmentation",
+    "CropFlip",
     "DatasetFormatError",
     "DatasetNotFoundError",
     "ImageDataset",
@@ -44,4 +50,5 @@ __all__ = [
     "plot_label_distribution",
     "prepare_images",
     "subsample",
+    "train_augmentation_for",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Augmentation", "default_augmentation"]
+__all__ = ["Augmentation", "CropFlip", "default_augmentation", "train_augmentation_for"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,46 @@ class Augmentation:
 def default_augmentation(natural: bool) -> Augmentation:
     """The defaults: shifts of 1/8 of the image, +-10 degrees, noise 0.05; flips for photos."""
     return Augmentation(hflip=bool(natural))
+
+
+@dataclass(frozen=True)
+class CropFlip:
+    """The standard supervised-training augmentation of small images: a random crop of the
+    zero-padded image (a shift of up to `pad` whole pixels each way) and, for natural images, a
+    random horizontal flip. Batched; randomness from the caller's generator."""
+
+    pad: int = 4
+    hflip: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pad < 0:
+            raise ValueError(f"CropFlip.pad must be >= 0, got {self.pad}")
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        if x.ndim != 4:
+            raise ValueError(f"x must be a (B, C, H, W) tensor, got shape {tuple(x.shape)}")
+        b, _, h, w = x.shape
+        where = generator.device if generator is not None else torch.device("cpu")
+        offsets = torch.randint(0, 2 * self.pad + 1, (b, 2), generator=generator, device=where)
+        flips = torch.rand(b, generator=generator, device=where) < 0.5
+        offsets, flips = offsets.to(x.device), flips.to(x.device)
+        out = x
+        if self.pad > 0 and b:
+            padded = F.pad(x, (self.pad, self.pad, self.pad, self.pad))
+            rows = offsets[:, 0, None] + torch.arange(h, device=x.device)  # (B, H)
+            cols = offsets[:, 1, None] + torch.arange(w, device=x.device)  # (B, W)
+            batch = torch.arange(b, device=x.device)[:, None, None]
+            # Advanced indexing around the channel slice gives (B, H, W, C).
+            out = padded[batch, :, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+        if self.hflip and b:
+            out = torch.where(flips.view(b, 1, 1, 1), out.flip(-1), out)
+        return out.contiguous() if out is not x else out.clone()
+
+
+def train_augmentation_for(image_shape: tuple[int, ...], natural: bool) -> CropFlip | None:
+    """`clients.train_augmentation: true` for these inputs: crop (pad 1/8 of the side) and, for
+    natural images, flip; None for non-images and images under 16 px (8x8 digits), where a
+    shift of one pixel already removes an eighth of the strokes."""
+    if len(image_shape) != 3 or min(image_shape[1:]) < 16:
+        return None
+    return CropFlip(pad=max(1, round(min(image_shape[1:]) / 8)), hflip=bool(natural))

@@ -59,6 +59,15 @@ class ClientsConfig:
     # Fast path (docs/performance.md): "fp32" (exact reference) or "bf16" autocast; NHWC layout.
     precision: str = "fp32"
     channels_last: bool = False
+    # r_B's clean prediction: "live" (gradients through both views, the paper as written) or
+    # "detached" (a fixed target, as in most consistency regularisers). Server models too.
+    consistency_target: str = "live"
+    # BatchNorm running statistics during r_B's neighbour pass: "update" or "frozen" (kept
+    # from clean inputs only). Server models too.
+    neighbour_bn: str = "update"
+    # Random crop + flip (flip for natural images only) of private training batches, for every
+    # algorithm alike; no effect on images under 16 px (digits) or non-images.
+    train_augmentation: bool = False
 
 
 @dataclass
@@ -311,6 +320,18 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
     need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
     need(c.precision in ("fp32", "bf16"), "clients.precision", c.precision, "allowed: fp32, bf16")
+    need(
+        c.consistency_target in ("live", "detached"),
+        "clients.consistency_target",
+        c.consistency_target,
+        "allowed: live, detached",
+    )
+    need(
+        c.neighbour_bn in ("update", "frozen"),
+        "clients.neighbour_bn",
+        c.neighbour_bn,
+        "allowed: update, frozen",
+    )
     need(
         c.eval_batch_size >= 1,
         "clients.eval_batch_size",

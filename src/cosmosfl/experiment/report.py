@@ -33,7 +33,8 @@ DISPLAY = {
     "fedbabu": "FedBABU",
     "fedselect": "FedSelect",
     "pfedck": "pFedCK",
-    "pfedhn": "pFedHN",
+    # Our server step (line-searched steepest descent), not the paper's: docs/baselines.md.
+    "pfedhn": "pFedHN (modified server step)",
 }
 # Evaluated models: (plain text, LaTeX / matplotlib mathtext).
 MODEL_LABELS = {

@@ -23,6 +23,7 @@ from cosmosfl.data import (
     make_partition,
     prepare_images,
     subsample,
+    train_augmentation_for,
 )
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine, SimulationResult
@@ -121,13 +122,46 @@ def make_learner(
         lr=c.lr,
         distill_lr=c.distill_lr,
         batch_size=c.batch_size,
-        eval_batch_size=c.eval_batch_size,
         augmentation=default_augmentation(dataset.natural),
-        consistency_samples=c.consistency_samples,
         device=cfg.device,
         seed=seed,
-        precision=c.precision,
-        channels_last=c.channels_last,
+        train_augmentation=(
+            train_augmentation_for(dataset.image_shape, dataset.natural)
+            if c.train_augmentation
+            else None
+        ),
+        **_shared_learner_options(cfg),
+    )
+
+
+def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
+    """TorchLearner settings from the `clients` section that server models share."""
+    c = cfg.clients
+    return {
+        "eval_batch_size": c.eval_batch_size,
+        "consistency_samples": c.consistency_samples,
+        "precision": c.precision,
+        "channels_last": c.channels_last,
+        "consistency_target": c.consistency_target,
+        "neighbour_bn": c.neighbour_bn,
+    }
+
+
+def server_learner_factory(cfg: ExperimentConfig, dataset: ImageDataset) -> Any:
+    """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
+    (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
+    from cosmosfl.algorithms.cosmos import torch_server_learner
+
+    a = cfg.algorithm
+    return torch_server_learner(
+        a["server_model"],
+        width=a["server_width"],
+        batch_size=a["server_batch_size"],
+        distill_lr=a["server_lr"],
+        augmentation=default_augmentation(dataset.natural),
+        device=cfg.device,
+        head_init=a["server_head_init"],
+        **_shared_learner_options(cfg),
     )
 
 
@@ -216,8 +250,11 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
         )
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
     cls = settings_class(cfg.algorithm["name"])
-    if "augmentation" in {f for f in getattr(cls, "__dataclass_fields__", {})}:
+    fields = set(getattr(cls, "__dataclass_fields__", {}))
+    if "augmentation" in fields:
         options["augmentation"] = default_augmentation(dataset.natural)
+    if {"server_learner", "server_model"} <= fields:
+        options["server_learner"] = server_learner_factory(cfg, dataset)
     algorithm = cls(**options)
     return Experiment(cfg, dataset, part, clients, x_train[part.public], algorithm, names)
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cosmosfl.core.distill import consistency_loss, kl_to_targets
+from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_targets
 from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 
@@ -22,6 +22,11 @@ FREEZE = ("", "head", "body")
 # "fp32": exact float32 everywhere (the reproducible reference). "bf16": forward passes under
 # bfloat16 autocast (CPU AMX / CUDA tensor cores); losses, optimizer and weights stay float32.
 PRECISIONS = ("fp32", "bf16")
+# What the neighbour (augmented) forward pass of r_B does to BatchNorm running statistics:
+# "update" lets it move them (about half of them then come from augmented inputs; the
+# behaviour before this option existed), "frozen" restores them after the pass, so evaluation
+# uses statistics of clean inputs only. Batch statistics normalise the pass either way.
+NEIGHBOUR_BN = ("update", "frozen")
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -68,6 +73,9 @@ class TorchLearner(Learner):
         seed: int = 0,
         precision: str = "fp32",
         channels_last: bool = False,
+        consistency_target: str = "live",
+        neighbour_bn: str = "update",
+        train_augmentation: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
     ) -> None:
         for name, value in (("lr", lr), ("distill_lr", distill_lr)):
             if not value > 0:
@@ -79,6 +87,16 @@ class TorchLearner(Learner):
             raise ValueError(f"precision {precision!r} is not supported; allowed: fp32, bf16")
         if consistency_samples < 1:
             raise ValueError(f"consistency_samples (|S|) must be >= 1, got {consistency_samples}")
+        if consistency_target not in CONSISTENCY_TARGETS:
+            raise ValueError(
+                f"consistency_target {consistency_target!r} is not supported; allowed: "
+                f"{', '.join(CONSISTENCY_TARGETS)}"
+            )
+        if neighbour_bn not in NEIGHBOUR_BN:
+            raise ValueError(
+                f"neighbour_bn {neighbour_bn!r} is not supported; "
+                f"allowed: {', '.join(NEIGHBOUR_BN)}"
+            )
         self.device = resolve_device(device)
         self.precision = precision
         # Channels-last (NHWC) lets oneDNN / cuDNN pick faster convolution kernels.
@@ -94,6 +112,11 @@ class TorchLearner(Learner):
         self.clip_norm = clip_norm
         self.augmentation = augmentation if augmentation is not None else Augmentation()
         self.consistency_samples = int(consistency_samples)
+        self.consistency_target = consistency_target
+        self.neighbour_bn = neighbour_bn
+        # Random transformation of private training batches in `fit` (e.g. crop + flip); the
+        # same for every algorithm, None = train on the images as they are.
+        self.train_augmentation = train_augmentation
         self.seed = int(seed)
         self._generator = torch.Generator().manual_seed(self.seed)
         self._skip_single = _has_batchnorm(model)  # BatchNorm cannot train on one sample
@@ -185,8 +208,11 @@ class TorchLearner(Learner):
                 for idx in self._batches(len(xs), epochs):
                     if len(idx) < 2 and self._skip_single:
                         continue
+                    xb = xs[idx]
+                    if self.train_augmentation is not None:
+                        xb = self._layout(self.train_augmentation(xb, self._generator))
                     with self._autocast():
-                        logits = self.model(xs[idx])
+                        logits = self.model(xb)
                         loss = F.cross_entropy(logits, ys[idx])
                     total += loss.item() * len(idx)
                     if ref is not None:
@@ -297,6 +323,9 @@ class TorchLearner(Learner):
             seed=seed,
             precision=self.precision,
             channels_last=self.channels_last,
+            consistency_target=self.consistency_target,
+            neighbour_bn=self.neighbour_bn,
+            train_augmentation=self.train_augmentation,
         )
 
     @torch.no_grad()
@@ -329,40 +358,71 @@ class TorchLearner(Learner):
         def step() -> dict[str, float]:
             self.model.train()
             opt = torch.optim.Adam(self.model.parameters(), lr=self.distill_lr)
-            total, total_reg, count = 0.0, 0.0, 0
-            for idx in self._batches(len(xs), epochs):
-                if len(idx) < 2 and self._skip_single:
-                    continue
-                xb, wb = xs[idx], None if ws is None else ws[idx]
-                with self._autocast():
-                    clean = self.model(xb)
-                    main = kl_to_targets(clean.float(), ts[idx], wb)
-                    loss = main
-                    if lam > 0:
-                        # r_B over |S| sampled neighbours. Each view gets its own forward pass
-                        # so BatchNorm's batch statistics for the main term come from clean x.
-                        reg = sum(
-                            consistency_loss(
-                                self.model(
-                                    self._layout(self.augmentation(xb, self._generator))
-                                ).float(),
-                                clean.float(),
-                                wb,
-                            )
-                            for _ in range(self.consistency_samples)
-                        )
-                        loss = main + lam * reg
-                        total_reg += float(reg.item()) * len(idx)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if self.clip_norm is not None:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
-                opt.step()
-                total += main.item() * len(idx)
-                count += len(idx)
-            return {"kl": total / max(count, 1), "consistency": total_reg / max(count, 1)}
+            # Per-epoch means of the KL term and of r_B, so a caller can see whether the model
+            # fits its teacher (first vs last epoch), not only their average.
+            kl_epochs, reg_epochs = [], []
+            for _ in range(int(epochs)):
+                total, total_reg, count = 0.0, 0.0, 0
+                for idx in self._batches(len(xs), 1):
+                    if len(idx) < 2 and self._skip_single:
+                        continue
+                    xb, wb = xs[idx], None if ws is None else ws[idx]
+                    with self._autocast():
+                        clean = self.model(xb)
+                        main = kl_to_targets(clean.float(), ts[idx], wb)
+                        loss = main
+                        if lam > 0:
+                            reg = self._consistency(xb, clean.float(), wb)
+                            loss = main + lam * reg
+                            total_reg += float(reg.item()) * len(idx)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if self.clip_norm is not None:
+                        nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+                    opt.step()
+                    total += main.item() * len(idx)
+                    count += len(idx)
+                kl_epochs.append(total / max(count, 1))
+                reg_epochs.append(total_reg / max(count, 1))
+            return _loss_summary(kl_epochs, reg_epochs)
 
         return self._run(step)
+
+    def _consistency(
+        self, xb: torch.Tensor, clean: torch.Tensor, wb: torch.Tensor | None
+    ) -> torch.Tensor:
+        """r_B over |S| sampled neighbours of the batch. Each view gets its own forward pass, so
+        BatchNorm's batch statistics for the main term come from clean x."""
+        with self._frozen_bn() if self.neighbour_bn == "frozen" else contextlib.nullcontext():
+            return sum(  # type: ignore[return-value]
+                consistency_loss(
+                    self.model(self._layout(self.augmentation(xb, self._generator))).float(),
+                    clean,
+                    wb,
+                    target=self.consistency_target,
+                )
+                for _ in range(self.consistency_samples)
+            )
+
+    @contextlib.contextmanager
+    def _frozen_bn(self) -> Iterator[None]:
+        """BatchNorm layers normalise with batch statistics but leave their running statistics
+        as they are. Momentum 0 makes the layer's own update a no-op (running statistics are
+        saved for backward, so they must not be rewritten after the pass); the batch counter
+        is put back."""
+        norms = [m for m in self.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        saved = [(m.momentum, m.num_batches_tracked) for m in norms]
+        counts = [None if c is None else c.clone() for _, c in saved]
+        for m in norms:
+            m.momentum = 0.0
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for m, (momentum, counter), count in zip(norms, saved, counts, strict=True):
+                    m.momentum = momentum
+                    if counter is not None and count is not None:
+                        counter.copy_(count)
 
     # -- checkpoints -------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
@@ -374,6 +434,20 @@ class TorchLearner(Learner):
     def set_state(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self._generator.set_state(state["generator"])
+
+
+def _loss_summary(kl: list[float], reg: list[float]) -> dict[str, float]:
+    """Mean over epochs (`kl`, `consistency`) and the first and last epoch's means."""
+    if not kl:
+        return {"kl": 0.0, "consistency": 0.0}
+    return {
+        "kl": float(np.mean(kl)),
+        "consistency": float(np.mean(reg)),
+        "kl_first": kl[0],
+        "kl_last": kl[-1],
+        "consistency_first": reg[0],
+        "consistency_last": reg[-1],
+    }
 
 
 def _has_batchnorm(model: nn.Module) -> bool:

@@ -53,3 +53,24 @@ def kaiming_init(model: nn.Module, seed: int | None = None) -> nn.Module:
             if isinstance(module, nn.modules.batchnorm._BatchNorm):
                 module.reset_running_stats()
     return model
+
+
+HEAD_INITS = ("kaiming", "default")
+
+
+@torch.no_grad()
+def reset_head(model: nn.Module, seed: int | None = None) -> nn.Module:
+    """Give the last Linear layer PyTorch's default init (weights U(±1/sqrt(fan_in))) and a zero
+    bias, seeded: small initial logits instead of Kaiming's fan_out-scaled ones."""
+    layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not layers:
+        raise ValueError("the model has no Linear layer to re-initialise as its head")
+    head = layers[-1]
+    generator, _ = make_generator(seed)
+    bound = 1.0 / head.in_features**0.5
+    values = torch.empty(head.weight.shape, dtype=head.weight.dtype)
+    values.uniform_(-bound, bound, generator=generator)
+    head.weight.copy_(values)
+    if head.bias is not None:
+        head.bias.zero_()
+    return model
