@@ -283,3 +283,27 @@ def test_default_head_init_starts_server_models_near_uniform():
         )
         spread[init] = h.predict_proba(x).max(axis=1).mean()
     assert spread["default"] < 0.5 < spread["kaiming"]
+
+
+def test_public_probe_separates_the_clusters_classes_from_the_rest(digits_runs):
+    (result, _), _ = digits_runs
+    probe = result.records[-1]["public_probe"]
+    assert set(probe) == {str(k) for k in set(result.records[-1]["clusters"].values())}
+    for stats in probe.values():
+        # 5 groups of 2 classes: a cluster of one group covers a fifth of U.
+        assert 0.1 < stats["share_in"] < 0.3
+        # The cluster's clients know their own classes and can only guess the others.
+        assert stats["teacher_in"] > 0.8 > 0.5 > stats["teacher_out"]
+        assert stats["members_in"] > stats["members_out"]
+        assert 0 <= stats["cluster_model_in"] <= 1
+
+
+def test_clients_can_distill_from_the_teacher_instead_of_the_cluster_model():
+    cfg = load_config("configs/default.yaml", [*FAST, "rounds=1"])
+    base = run_experiment(cfg, progress=False).records[0]
+    cfg.algorithm["client_targets"] = "teacher"
+    diag = run_experiment(cfg, progress=False).records[0]
+    # Same clients, clusters and cluster models; only what the clients distill from differs.
+    assert diag["clusters"] == base["clusters"]
+    assert diag["accuracy"]["cluster_model"] == base["accuracy"]["cluster_model"]
+    assert diag["accuracy"]["client_model"] != base["accuracy"]["client_model"]

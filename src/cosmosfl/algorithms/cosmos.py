@@ -15,6 +15,7 @@ Only soft labels on U cross the wire; no model parameters ever do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -54,6 +55,9 @@ from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.init import HEAD_INITS, reset_head
 from cosmosfl.models.registry import build_model, model_names
+
+PublicProbe = Callable[[list[int], np.ndarray, np.ndarray, list[np.ndarray]], dict[str, float]]
+CLIENT_TARGETS = ("cluster_model", "teacher")
 
 
 def torch_server_learner(
@@ -143,8 +147,16 @@ class Cosmos(Algorithm):
     distance_sample: int | None = None
     distance_backend: str = "auto"
     threshold_search: str = "auto"
+    # Diagnostic, not the paper's method: what clients distill from, "cluster_model" (h_k(U),
+    # the paper) or "teacher" (the cluster's aggregated pseudo-labels f̄_k(U) directly, as
+    # COMET does), everything else equal; it isolates what the server model adds.
+    client_targets: str = "cluster_model"
     augmentation: Augmentation | None = None
     server_learner: ServerLearnerFactory | None = None
+    # Measurement hook set by the experiment layer (which knows U's labels; the algorithm
+    # never does): called per trained cluster with (members, f̄_k(U), h_k(U), the members'
+    # f_i(U)); what it returns is recorded under `public_probe`. Not part of the protocol.
+    public_probe: PublicProbe | None = None
 
     # server state
     assignment: dict[int, int] = field(default_factory=dict, init=False)
@@ -179,6 +191,7 @@ class Cosmos(Algorithm):
         ):
             self.target_clusters = 5
         _choice("server_head_init", self.server_head_init, HEAD_INITS)
+        _choice("client_targets", self.client_targets, CLIENT_TARGETS)
         if self.server_learner is None and self.server_model not in model_names():
             raise ValueError(
                 f"server_model {self.server_model!r} is not a registered model; "
@@ -252,16 +265,16 @@ class Cosmos(Algorithm):
 
         with fed.phase("server_distillation"):
             teachers, server_losses = self._train_cluster_models(fed, probs)
+            h_public = {k: h.predict_proba(fed.public_x) for k, h in self.cluster_models.items()}
         with fed.phase("evaluation"):
             models = {cid: self.cluster_models[k] for cid, k in self.assignment.items()}
             record.add_metrics("cluster_model", fed.evaluate_server_models(models))  # h_π(i)
 
         with fed.phase("client_distillation"):
             # T acts on every distillation target (PAPER_NOTES): here h_k(U) sent to clients.
-            targets = {
-                k: apply_temperature(h.predict_proba(fed.public_x), self.temperature)
-                for k, h in self.cluster_models.items()
-            }
+            targets = {k: apply_temperature(p, self.temperature) for k, p in h_public.items()}
+            if self.client_targets == "teacher":  # diagnostic: skip the server model
+                targets.update(teachers)
             config = {
                 "epochs": self.distill_epochs,
                 "lam": self.lam,
@@ -288,6 +301,14 @@ class Cosmos(Algorithm):
             # KL(f̄_k ‖ h_k) and r_B of each cluster model's training: does h_k fit its teacher?
             server_distill={int(k): v for k, v in sorted(server_losses.items())},
         )
+        if self.public_probe is not None:
+            record.info["public_probe"] = {
+                int(k): self.public_probe(
+                    members, teachers[k], h_public[k], [probs[c] for c in members if c in probs]
+                )
+                for k, members in iter_clusters(self.assignment)
+                if k in teachers
+            }
         return record
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -437,9 +458,10 @@ class Cosmos(Algorithm):
 
     def _train_cluster_models(
         self, fed: Federation, probs: dict[int, np.ndarray]
-    ) -> tuple[list[int], dict[int, dict[str, float]]]:
-        """Train each h_k on its cluster's new teacher; the clusters updated and their losses."""
-        updated, losses = [], {}
+    ) -> tuple[dict[int, np.ndarray], dict[int, dict[str, float]]]:
+        """Train each h_k on its cluster's new teacher f̄_k; returns the teachers and losses of
+        the clusters trained (a cluster none of whose members answered keeps its model)."""
+        teachers, losses = {}, {}
         for k, members in iter_clusters(self.assignment):
             answered = [probs[c] for c in members if c in probs]
             if not answered:
@@ -453,8 +475,8 @@ class Cosmos(Algorithm):
                 fed.public_x, teacher, epochs=self.server_epochs, lam=self.lam
             )
             losses[k] = {name: float(v) for name, v in stats.items()}
-            updated.append(k)
-        return updated, losses
+            teachers[k] = teacher
+        return teachers, losses
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -255,8 +255,39 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
         options["augmentation"] = default_augmentation(dataset.natural)
     if {"server_learner", "server_model"} <= fields:
         options["server_learner"] = server_learner_factory(cfg, dataset)
+    if "public_probe" in fields and part.class_groups is not None:
+        options["public_probe"] = public_probe(dataset.y_train[part.public], part)
     algorithm = cls(**options)
     return Experiment(cfg, dataset, part, clients, x_train[part.public], algorithm, names)
+
+
+def public_probe(y_public: np.ndarray, part: Partition) -> Callable[..., dict[str, Any]]:
+    """A measurement for COSMOS's records (paper split only): top-1 on U, with U's true labels
+    that no federated party ever sees, of the cluster's teacher f̄_k, of its model h_k and of
+    its members' own models, separately on the samples of U from the cluster's classes (the
+    classes of its members' true groups, where the teacher knows something) and on the rest
+    (where the cluster's clients can only guess)."""
+    groups, class_groups = part.client_group, part.class_groups
+    assert groups is not None and class_groups is not None
+
+    def accuracy(p: np.ndarray, mask: np.ndarray) -> float | None:
+        return float((p[mask].argmax(axis=1) == y_public[mask]).mean()) if mask.any() else None
+
+    def probe(
+        members: list[int], teacher: np.ndarray, h: np.ndarray, member_probs: list[np.ndarray]
+    ) -> dict[str, Any]:
+        classes = np.unique(np.concatenate([class_groups[int(groups[c])] for c in members]))
+        inside = np.isin(y_public, classes)
+        out: dict[str, Any] = {"share_in": float(inside.mean())}
+        for side, mask in (("in", inside), ("out", ~inside)):
+            out[f"teacher_{side}"] = accuracy(teacher, mask)
+            out[f"cluster_model_{side}"] = accuracy(h, mask)
+            scores = [accuracy(p, mask) for p in member_probs]
+            known = [x for x in scores if x is not None]
+            out[f"members_{side}"] = float(np.mean(known)) if known else None
+        return out
+
+    return probe
 
 
 def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> dict[str, Any]:
