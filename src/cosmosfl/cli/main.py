@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -36,6 +37,31 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tracking_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="log every round to TensorBoard under DIR (sets tracking.tensorboard; "
+        "needs pip install 'cosmosfl[tensorboard]')",
+    )
+    p.add_argument(
+        "--mlflow",
+        metavar="URI",
+        help="log every round to MLflow: a server (http://host:5000), a local store "
+        "(runs/mlflow.db) or 'default' (sets tracking.mlflow; needs pip install "
+        "'cosmosfl[mlflow]')",
+    )
+
+
+def _tracking_overrides(args: argparse.Namespace) -> list[str]:
+    """--tensorboard / --mlflow as config overrides (JSON-quoted: any path is a YAML string)."""
+    return [
+        f"tracking.{name}={json.dumps(value)}"
+        for name in ("tensorboard", "mlflow")
+        if (value := getattr(args, name, None)) is not None
+    ]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cosmosfl",
@@ -57,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(its own config.yaml; no --config or overrides)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    _add_tracking_args(run)
 
     cmp = sub.add_parser(
         "compare",
@@ -81,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="rerun finished runs whose config changed"
     )
     cmp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
+    _add_tracking_args(cmp)
     cmp.add_argument(
         "overrides",
         nargs="*",
@@ -123,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace):
     from cosmosfl.experiment.config import load_config
 
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     return load_config(args.config, overrides)
@@ -151,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default
     try:
         if args.resume:
-            result = resume_experiment(out, progress=not args.quiet)
+            result = resume_experiment(out, progress=not args.quiet, tracker=_resume_tracker(args))
         else:
             result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
     except KeyboardInterrupt:
@@ -187,6 +215,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resume_tracker(args: argparse.Namespace):
+    """With --tensorboard / --mlflow on --resume: the run's own tracking, those set over it."""
+    from cosmosfl.experiment.config import load_config
+    from cosmosfl.experiment.rundir import CONFIG
+    from cosmosfl.experiment.tracking import make_tracker
+
+    given = _tracking_overrides(args)
+    if not given or not (Path(args.resume) / CONFIG).is_file():
+        return None  # the run's own tracking section (resume_experiment reports a bad DIR)
+    cfg = load_config(Path(args.resume) / CONFIG, given)
+    return make_tracker(cfg.tracking, Path(args.resume).name)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.compare import (
         known_names,
@@ -198,7 +239,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import read_config_file
 
     raw = read_config_file(args.config) if args.config else {}
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     algorithms = parse_algorithms(args.algorithms or ",".join(known_names()))
