@@ -18,6 +18,9 @@ EPILOG = """examples:
   cosmosfl compare -c configs/default.yaml --algorithms cosmos,local,centralized --seeds 1,2 \
       --out runs/cmp rounds=3 local.local_epochs=1
   cosmosfl report runs/cmp                        # table.md/.tex, curves.png, communication.md
+  cosmosfl sweep -c configs/default.yaml --grid data.num_clients=5,10 --grid cosmos.lam=0,5 \
+      --algorithms cosmos,local --seeds 1,2 --out runs/sw rounds=2
+  cosmosfl report runs/sw                         # ablation-<key>.md and .png per swept key
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
   cosmosfl flower simulate --out runs/flower rounds=2   # on Flower's simulation runtime
@@ -117,13 +120,55 @@ def build_parser() -> argparse.ArgumentParser:
         "settings (fedmd.distill_epochs=2, comet.num_clusters=5)",
     )
 
+    swp = sub.add_parser(
+        "sweep",
+        help="a grid of config values x algorithms x seeds (resumable), then ablation plots",
+        description="Run every combination of the --grid values, each as a comparison of "
+        "--algorithms x --seeds on the same splits and initial client models as `cosmosfl "
+        "compare` gives for that setting, into OUT/<key1>=<v1>/<key2>=<v2>/<algorithm>/seed<k>/. "
+        "Finished runs with the same config are skipped, so re-running the command resumes. "
+        "Ends with ablation-<key>.md and .png per key (see `cosmosfl report`).",
+    )
+    swp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
+    swp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
+    swp.add_argument(
+        "--grid",
+        "-g",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="a config key (data.num_clients=5,10) or one algorithm's setting (cosmos.lam=0,5) "
+        'and its values, parsed like key=value overrides ("clients.models={mlp: 1},{cnn: 1}"); '
+        "repeat for a grid of several keys",
+    )
+    swp.add_argument(
+        "--algorithms", "-a", default="cosmos", help="comma-separated names (default: cosmos)"
+    )
+    swp.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
+    swp.add_argument(
+        "--out", "-o", default="runs/sweep", help="output folder (default: runs/sweep)"
+    )
+    swp.add_argument(
+        "--force", action="store_true", help="rerun finished runs whose config changed"
+    )
+    swp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
+    _add_tracking_args(swp)
+    swp.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override the base config (rounds=3) or one algorithm's settings (fedmd.lam=1)",
+    )
+
     report = sub.add_parser(
         "report",
-        help="tables and plots of the runs under DIR (DIR/<algorithm>/seed<k>/)",
-        description="Write table.md, table.tex, curves.png, communication.md and clusters.png "
-        "into DIR from the finished runs under DIR/<algorithm>/seed<k>/.",
+        help="tables and plots of a compare or sweep folder",
+        description="On a compare folder: write table.md, table.tex, curves.png, "
+        "communication.md and clusters.png into DIR from the finished runs under "
+        "DIR/<algorithm>/seed<k>/. On a sweep folder (with sweep.yaml): write "
+        "ablation-<key>.md and ablation-<key>.png for every swept key.",
     )
-    report.add_argument("dir", help="the folder `cosmosfl compare --out` wrote")
+    report.add_argument("dir", help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote")
 
     part = sub.add_parser("partition", help="show the per-client label distribution of a config")
     _add_config_args(part)
@@ -259,9 +304,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from cosmosfl.experiment.compare import parse_algorithms, parse_seeds
+    from cosmosfl.experiment.config import read_config_file
+    from cosmosfl.experiment.sweep import parse_grid, plan_sweep, run_sweep
+
+    raw = read_config_file(args.config) if args.config else {}
+    overrides = list(args.overrides) + _tracking_overrides(args)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    axes = [parse_grid(text) for text in args.grid]
+    algorithms = parse_algorithms(args.algorithms)
+    plan = plan_sweep(raw, axes, algorithms, parse_seeds(args.seeds), args.out, overrides)
+    print("\n".join(plan.describe()))
+    try:
+        outcome = run_sweep(plan, force=args.force, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(
+            "cosmosfl: interrupted; run the same command again to resume "
+            "(finished runs are skipped)",
+            file=sys.stderr,
+        )
+        return 130
+    print(
+        f"\n{len(outcome.ran)} runs done, {len(outcome.skipped)} already finished, "
+        f"{len(outcome.shared)} the same run as another cell's\n"
+    )
+    print(outcome.report.text())
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.report import write_report
+    from cosmosfl.experiment.sweep import read_sweep
 
+    if read_sweep(args.dir) is not None:
+        from cosmosfl.experiment.ablation import write_ablation_report
+
+        print(write_ablation_report(args.dir).text())
+        return 0
     print(write_report(args.dir).text())
     return 0
 
@@ -321,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {
         "run": cmd_run,
         "compare": cmd_compare,
+        "sweep": cmd_sweep,
         "report": cmd_report,
         "partition": cmd_partition,
         "show-config": cmd_show_config,

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS
+from cosmosfl.engines.progress import Reporter
 from cosmosfl.engines.simulation import SimulationResult
 from cosmosfl.experiment.config import (
     TOP_LEVEL,
@@ -297,7 +298,7 @@ def execute_run(
     state: str,
     tracker: Tracker | None = None,
     *,
-    progress: bool = True,
+    progress: bool | Reporter = True,
     echo: Callable[[str], None] = print,
     tag: str = "",
 ) -> SimulationResult:
