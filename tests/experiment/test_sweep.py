@@ -216,3 +216,24 @@ def test_sweep_logs_one_tracked_run_per_cell_with_grid_tags(tmp_path):
     ]
     assert {r.data.tags["sweep"] for r in runs} == {str(tmp_path / "sw")}
     assert {r.data.params["data.num_clients"] for r in runs} == {"4", "6"}
+
+
+def test_cli_sweep_runs_reruns_and_reports_errors_in_one_line(tmp_path, capsys, repo_root):
+    from cosmosfl.cli.main import main
+
+    out = tmp_path / "sw"
+    args = ["sweep", "-c", str(repo_root / "configs" / "default.yaml"), "--grid",
+            "data.num_clients=5,6", "-a", "local", "-o", str(out), "-q", "rounds=1",
+            "clients.models={mlp: 1}", "local.pretrain_epochs=1"]  # fmt: skip
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "sweep: 2 data.num_clients × 1 algorithms × 1 seeds = 2 runs" in text
+    assert "2 runs trained, 0 of 2 skipped (0 already finished" in text and "wrote " in text
+    assert (out / "ablation-data.num_clients.png").is_file()
+    assert main(args) == 0
+    assert "0 runs trained, 2 of 2 skipped (2 already finished" in capsys.readouterr().out
+    bad = [*args[:3], "--grid", "data.num_client=5", *args[5:]]
+    assert main(bad) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cosmosfl: error: --grid data.num_client: unknown key; allowed in data:")
+    assert err.count("\n") == 1

@@ -326,9 +326,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    skipped = len(outcome.skipped) + len(outcome.shared)
     print(
-        f"\n{len(outcome.ran)} runs done, {len(outcome.skipped)} already finished, "
-        f"{len(outcome.shared)} the same run as another cell's\n"
+        f"\n{len(outcome.ran)} runs trained, {skipped} of {len(plan.runs)} skipped "
+        f"({len(outcome.skipped)} already finished, {len(outcome.shared)} the same run as "
+        "another cell's)\n"
     )
     print(outcome.report.text())
     return 0

@@ -168,7 +168,7 @@ def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:
     lines = lines_for(sweep, key)
     series = list(dict.fromkeys((ln.algorithm, ln.model) for ln in lines))
     combos = list(dict.fromkeys(tuple(map(value_text, ln.others.values())) for ln in lines))
-    fig = _figure(10.0, 5.0)
+    fig = _figure(11.5, 5.0)
     ax = fig.add_subplot()
     colours = colormaps["tab10"]
     for line in lines:
@@ -180,6 +180,8 @@ def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:
         name = f"{series_name(line.algorithm)}, {line.label[1]}"
         if others_text(sweep, line, key):
             name += " — " + others_text(sweep, line, key)
+        if key in sweep.shared.get(line.algorithm, []):
+            name += ", one run for all values"
         n = sorted({len(p.seeds) for p in line.points})
         name += f" (n = {', '.join(map(str, n))})"
         ax.errorbar(

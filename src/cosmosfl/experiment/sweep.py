@@ -201,7 +201,9 @@ class SweepPlan:
                 f"  {shared} of them are the same experiment as an earlier cell's run (a grid "
                 "key the algorithm does not have): trained once, linked"
             )
-        lines += self.cells[0].plan.describe()[1:] if self.cells else []
+        if self.cells:  # the grid sets its own keys per cell
+            lines.append(f"  settings of the first cell ({self.cells[0].label()}):")
+            lines += self.cells[0].plan.describe()[1:]
         return lines
 
 
