@@ -42,6 +42,11 @@ class StopBefore(Reporter):
             raise KeyboardInterrupt
 
 
+def strip(records):
+    """Everything a run computed; not the wall-clock seconds."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
 def scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -88,6 +93,9 @@ def test_tensorboard_event_file_holds_every_round(tmp_path):
     up = [sum(r["bytes_up"].values()) / 4 for r in records]
     assert [v for _, v in got["bytes_up_per_client"]] == pytest.approx(up)
     assert [s for s, _ in got["seconds/total"]] == [1, 2]
+    # tracking changes nothing a run computes: the same seed and config give the same records
+    untracked = run_experiment(load_config(None, [*TINY, "rounds=2"]), None, progress=False)
+    assert strip(untracked.records) == strip(records)
     assert "config" in "".join(acc.Tags()["tensors"])  # the config as text
     # the config as hyperparameters for TensorBoard's HParams dashboard
     plugins = acc.PluginTagToContent("hparams")
@@ -135,6 +143,9 @@ def test_mlflow_run_read_back_from_a_local_store(tmp_path):
         (r["round"], pytest.approx(r["mean_accuracy"]["cluster_model"])) for r in records
     ]
     assert [m.value for m in client.get_metric_history(run.info.run_id, "K")] == [2.0, 2.0]
+    untracked = run_experiment(load_config(None, [*TINY, "rounds=2", "seed=3"]), None,
+                               progress=False)  # fmt: skip
+    assert strip(untracked.records) == strip(records)
     summary_ari = run.data.metrics.get("adjusted_rand_index")
     assert summary_ari is not None
 
