@@ -15,7 +15,7 @@ import torch
 from cosmosfl.engines.progress import Reporter
 from cosmosfl.experiment.checkpoint import HOOK_ENV, CheckpointError, load_checkpoint
 from cosmosfl.experiment.config import ConfigError, load_config
-from cosmosfl.experiment.rundir import read_records
+from cosmosfl.experiment.rundir import metrics_csv, read_records
 from cosmosfl.experiment.runner import resume_experiment, run_experiment
 
 TINY = [
@@ -73,6 +73,8 @@ def test_interrupted_and_resumed_equals_uninterrupted(name, tmp_path):
     torch.set_rng_state(state)
     assert strip(resumed.records) == strip(whole.records)
     assert strip(read_records(tmp_path / "cut")) == strip(whole.records)
+    csv_text = (tmp_path / "cut" / "metrics.csv").read_text()
+    assert csv_text == metrics_csv(read_records(tmp_path / "cut"))
     assert resumed.summary["final_round"] == whole.summary["final_round"]
 
 
@@ -174,6 +176,8 @@ def test_kill_during_checkpoint_write_leaves_the_previous_checkpoint(
     resumed = cli("run", "--resume", str(out), "-q", cwd=root)
     assert resumed.returncode == 0, resumed.stderr
     assert strip(read_records(out)) == uninterrupted
+    # metrics.csv lost round 3's cut-short rows with metrics.jsonl
+    assert (out / "metrics.csv").read_text() == metrics_csv(read_records(out))
 
 
 @pytest.mark.parametrize(

@@ -221,3 +221,24 @@ def test_cli_compare_then_report(tmp_path, repo_root):
     assert proc.returncode == 2
     assert "cosmosfl: error: report: no finished runs" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_tracking_is_not_part_of_a_runs_identity(tmp_path):
+    from cosmosfl.experiment.compare import config_differences, run_state
+    from cosmosfl.experiment.config import dump_config
+    from cosmosfl.experiment.rundir import CONFIG, SUMMARY
+    from cosmosfl.experiment.runner import resumable
+
+    plan = plan_compare(BASE, ["local"], [1], tmp_path)
+    (run,) = plan.runs
+    run.path.mkdir(parents=True)
+    (run.path / CONFIG).write_text(dump_config(run.config))
+    (run.path / "checkpoint.pt").write_bytes(b"")
+    tracked = plan_compare(BASE, ["local"], [1], tmp_path, ["tracking.tensorboard=tb"]).runs[0]
+    assert resumable(run.path, tracked.config)  # an unfinished run resumes, now tracked
+    (run.path / SUMMARY).write_text("{}")
+    assert run_state(tracked) == ("finished", [])
+    old, new = run.config.to_dict(), tracked.config.to_dict()
+    assert config_differences(old, new) == []
+    new["rounds"] = 2
+    assert config_differences(old, new) == ["rounds = 1 there, 2 now"]

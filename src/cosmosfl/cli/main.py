@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,9 @@ EPILOG = """examples:
   cosmosfl compare -c configs/default.yaml --algorithms cosmos,local,centralized --seeds 1,2 \
       --out runs/cmp rounds=3 local.local_epochs=1
   cosmosfl report runs/cmp                        # table.md/.tex, curves.png, communication.md
+  cosmosfl sweep -c configs/default.yaml --grid data.num_clients=5,10 --grid cosmos.lam=0,5 \
+      --algorithms cosmos,local --seeds 1,2 --out runs/sw rounds=2
+  cosmosfl report runs/sw                         # ablation-<key>.md and .png per swept key
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
   cosmosfl flower simulate --out runs/flower rounds=2   # on Flower's simulation runtime
@@ -34,6 +38,31 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
         metavar="key=value",
         help="override config values, e.g. rounds=3 algorithm.target_clusters=4",
     )
+
+
+def _add_tracking_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="log every round to TensorBoard under DIR (sets tracking.tensorboard; "
+        "needs pip install 'cosmosfl[tensorboard]')",
+    )
+    p.add_argument(
+        "--mlflow",
+        metavar="URI",
+        help="log every round to MLflow: a server (http://host:5000), a local store "
+        "(runs/mlflow.db) or 'default' (sets tracking.mlflow; needs pip install "
+        "'cosmosfl[mlflow]')",
+    )
+
+
+def _tracking_overrides(args: argparse.Namespace) -> list[str]:
+    """--tensorboard / --mlflow as config overrides (JSON-quoted: any path is a YAML string)."""
+    return [
+        f"tracking.{name}={json.dumps(value)}"
+        for name in ("tensorboard", "mlflow")
+        if (value := getattr(args, name, None)) is not None
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(its own config.yaml; no --config or overrides)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    _add_tracking_args(run)
 
     cmp = sub.add_parser(
         "compare",
@@ -81,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="rerun finished runs whose config changed"
     )
     cmp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
+    _add_tracking_args(cmp)
     cmp.add_argument(
         "overrides",
         nargs="*",
@@ -89,13 +120,55 @@ def build_parser() -> argparse.ArgumentParser:
         "settings (fedmd.distill_epochs=2, comet.num_clusters=5)",
     )
 
+    swp = sub.add_parser(
+        "sweep",
+        help="a grid of config values x algorithms x seeds (resumable), then ablation plots",
+        description="Run every combination of the --grid values, each as a comparison of "
+        "--algorithms x --seeds on the same splits and initial client models as `cosmosfl "
+        "compare` gives for that setting, into OUT/<key1>=<v1>/<key2>=<v2>/<algorithm>/seed<k>/. "
+        "Finished runs with the same config are skipped, so re-running the command resumes. "
+        "Ends with ablation-<key>.md and .png per key (see `cosmosfl report`).",
+    )
+    swp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
+    swp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
+    swp.add_argument(
+        "--grid",
+        "-g",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="a config key (data.num_clients=5,10) or one algorithm's setting (cosmos.lam=0,5) "
+        'and its values, parsed like key=value overrides ("clients.models={mlp: 1},{cnn: 1}"); '
+        "repeat for a grid of several keys",
+    )
+    swp.add_argument(
+        "--algorithms", "-a", default="cosmos", help="comma-separated names (default: cosmos)"
+    )
+    swp.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
+    swp.add_argument(
+        "--out", "-o", default="runs/sweep", help="output folder (default: runs/sweep)"
+    )
+    swp.add_argument(
+        "--force", action="store_true", help="rerun finished runs whose config changed"
+    )
+    swp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
+    _add_tracking_args(swp)
+    swp.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override the base config (rounds=3) or one algorithm's settings (fedmd.lam=1)",
+    )
+
     report = sub.add_parser(
         "report",
-        help="tables and plots of the runs under DIR (DIR/<algorithm>/seed<k>/)",
-        description="Write table.md, table.tex, curves.png, communication.md and clusters.png "
-        "into DIR from the finished runs under DIR/<algorithm>/seed<k>/.",
+        help="tables and plots of a compare or sweep folder",
+        description="On a compare folder: write table.md, table.tex, curves.png, "
+        "communication.md and clusters.png into DIR from the finished runs under "
+        "DIR/<algorithm>/seed<k>/. On a sweep folder (with sweep.yaml): write "
+        "ablation-<key>.md and ablation-<key>.png for every swept key.",
     )
-    report.add_argument("dir", help="the folder `cosmosfl compare --out` wrote")
+    report.add_argument("dir", help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote")
 
     part = sub.add_parser("partition", help="show the per-client label distribution of a config")
     _add_config_args(part)
@@ -123,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace):
     from cosmosfl.experiment.config import load_config
 
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     return load_config(args.config, overrides)
@@ -151,7 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default
     try:
         if args.resume:
-            result = resume_experiment(out, progress=not args.quiet)
+            result = resume_experiment(out, progress=not args.quiet, tracker=_resume_tracker(args))
         else:
             result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
     except KeyboardInterrupt:
@@ -187,6 +260,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resume_tracker(args: argparse.Namespace):
+    """With --tensorboard / --mlflow on --resume: the run's own tracking, those set over it."""
+    from cosmosfl.experiment.config import load_config
+    from cosmosfl.experiment.rundir import CONFIG
+    from cosmosfl.experiment.tracking import make_tracker
+
+    given = _tracking_overrides(args)
+    if not given or not (Path(args.resume) / CONFIG).is_file():
+        return None  # the run's own tracking section (resume_experiment reports a bad DIR)
+    cfg = load_config(Path(args.resume) / CONFIG, given)
+    return make_tracker(cfg.tracking, Path(args.resume).name)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.compare import (
         known_names,
@@ -198,7 +284,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import read_config_file
 
     raw = read_config_file(args.config) if args.config else {}
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     algorithms = parse_algorithms(args.algorithms or ",".join(known_names()))
@@ -218,9 +304,47 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from cosmosfl.experiment.compare import parse_algorithms, parse_seeds
+    from cosmosfl.experiment.config import read_config_file
+    from cosmosfl.experiment.sweep import parse_grid, plan_sweep, run_sweep
+
+    raw = read_config_file(args.config) if args.config else {}
+    overrides = list(args.overrides) + _tracking_overrides(args)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    axes = [parse_grid(text) for text in args.grid]
+    algorithms = parse_algorithms(args.algorithms)
+    plan = plan_sweep(raw, axes, algorithms, parse_seeds(args.seeds), args.out, overrides)
+    print("\n".join(plan.describe()))
+    try:
+        outcome = run_sweep(plan, force=args.force, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(
+            "cosmosfl: interrupted; run the same command again to resume "
+            "(finished runs are skipped)",
+            file=sys.stderr,
+        )
+        return 130
+    skipped = len(outcome.skipped) + len(outcome.shared)
+    print(
+        f"\n{len(outcome.ran)} runs trained, {skipped} of {len(plan.runs)} skipped "
+        f"({len(outcome.skipped)} already finished, {len(outcome.shared)} the same run as "
+        "another cell's)\n"
+    )
+    print(outcome.report.text())
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.report import write_report
+    from cosmosfl.experiment.sweep import read_sweep
 
+    if read_sweep(args.dir) is not None:
+        from cosmosfl.experiment.ablation import write_ablation_report
+
+        print(write_ablation_report(args.dir).text())
+        return 0
     print(write_report(args.dir).text())
     return 0
 
@@ -280,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {
         "run": cmd_run,
         "compare": cmd_compare,
+        "sweep": cmd_sweep,
         "report": cmd_report,
         "partition": cmd_partition,
         "show-config": cmd_show_config,

@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS
+from cosmosfl.engines.progress import Reporter
+from cosmosfl.engines.simulation import SimulationResult
 from cosmosfl.experiment.config import (
     TOP_LEVEL,
     ConfigError,
@@ -29,6 +31,8 @@ from cosmosfl.experiment.config import (
     apply_overrides,
     config_from_dict,
     dump_config,
+    flatten,
+    identity,
     parse_override,
     reference_runs,
 )
@@ -40,6 +44,7 @@ from cosmosfl.experiment.runner import (
     resume_experiment,
     run_experiment,
 )
+from cosmosfl.experiment.tracking import Tracker, make_tracker
 
 # Same-named settings that are NOT carried over from the base algorithm section, and why.
 # λ weights COSMOS's consistency regulariser r_B; the baselines that accept `lam` have no such
@@ -162,6 +167,7 @@ def plan_compare(
     parse_seeds(",".join(map(str, seeds)))
     common, per = split_overrides(overrides, algorithms)
     base = config_from_dict(apply_overrides(base_raw, common))
+    make_tracker(base.tracking, "check")  # a missing tracking package fails before any run
     section = {k: v for k, v in base.algorithm.items() if k != "name"}
     plan = ComparePlan(Path(out), base, algorithms, seeds, {}, list(overrides))
     for algorithm in algorithms:
@@ -187,20 +193,10 @@ def plan_compare(
     return plan
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value and name != "clients.models":
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
 def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """`key: old -> new` for every setting that differs (dotted keys)."""
-    a, b = _flatten(old), _flatten(new)
+    """`key: old -> new` for every setting that differs (dotted keys), leaving out the sections
+    that are not part of an experiment's identity (tracking: where it is logged)."""
+    a, b = flatten(identity(old)), flatten(identity(new))
     missing = object()
 
     def show(d: dict[str, Any], key: str) -> str:
@@ -255,12 +251,7 @@ def run_compare(
     states = [run_state(run) for run in plan.runs]
     changed = [(run, d) for run, (s, d) in zip(plan.runs, states, strict=True) if s == "changed"]
     if changed and not force:
-        run, diffs = changed[0]
-        more = f" (and {len(changed) - 1} more finished runs differ)" if len(changed) > 1 else ""
-        raise ConfigError(
-            f"{run.path} holds a finished {run.algorithm} seed {run.seed} run with a different "
-            f"config: {'; '.join(diffs)}{more}. Pass --force to rerun it, or use another --out"
-        )
+        raise changed_error(changed, f"{changed[0][0].algorithm} seed {changed[0][0].seed}")
     write_atomic(plan.out / "compare.yaml", _compare_yaml(plan))
     ran, skipped = [], []
     total = len(plan.runs)
@@ -271,12 +262,11 @@ def run_compare(
             continue
         echo(f"[{i}/{total}] {run.algorithm} seed {run.seed} ... -> {run.path}")
         start = time.perf_counter()
-        if state == "unfinished" and resumable(run.path, run.config):
-            echo(f"[{i}/{total}] resuming from its checkpoint")
-            result = resume_experiment(run.path, progress=progress)
-        else:  # unfinished without a usable checkpoint: start it over
-            force = state == "changed" or (run.path / CHECKPOINT).is_file()
-            result = run_experiment(run.config, run.path, progress=progress, force=force)
+        tags = {"compare": str(plan.out)}
+        tracker = run_tracker(run, plan.out, tags)
+        result = execute_run(
+            run, state, tracker, progress=progress, echo=echo, tag=f"[{i}/{total}]"
+        )
         echo(
             f"[{i}/{total}] {run.algorithm} seed {run.seed} done in "
             f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "
@@ -284,6 +274,41 @@ def run_compare(
         )
         ran.append(run)
     return CompareOutcome(plan, ran, skipped, write_report(plan.out))
+
+
+def changed_error(changed: list[tuple[PlannedRun, list[str]]], what: str) -> ConfigError:
+    """The error for finished runs whose config differs from the planned one (first named)."""
+    run, diffs = changed[0]
+    more = f" (and {len(changed) - 1} more finished runs differ)" if len(changed) > 1 else ""
+    return ConfigError(
+        f"{run.path} holds a finished {what} run with a different config: "
+        f"{'; '.join(diffs)}{more}. Pass --force to rerun it, or use another --out"
+    )
+
+
+def run_tracker(run: PlannedRun, out: Path, tags: dict[str, str]) -> Tracker:
+    """The tracker of one planned run: named by its path under `out`, tagged with what it is."""
+    name = "/".join([out.resolve().name, *run.path.relative_to(out).parts])
+    tags = {**tags, "algorithm": run.algorithm, "seed": str(run.seed)}
+    return make_tracker(run.config.tracking, name, {**tags, "run_dir": str(run.path.resolve())})
+
+
+def execute_run(
+    run: PlannedRun,
+    state: str,
+    tracker: Tracker | None = None,
+    *,
+    progress: bool | Reporter = True,
+    echo: Callable[[str], None] = print,
+    tag: str = "",
+) -> SimulationResult:
+    """Run one planned run that is not finished: resume it from its checkpoint when it has one
+    of the same experiment, else start it (over)."""
+    if state == "unfinished" and resumable(run.path, run.config):
+        echo(f"{tag} resuming from its checkpoint")
+        return resume_experiment(run.path, progress=progress, tracker=tracker)
+    force = state == "changed" or (run.path / CHECKPOINT).is_file()
+    return run_experiment(run.config, run.path, progress=progress, force=force, tracker=tracker)
 
 
 def _compare_yaml(plan: ComparePlan) -> str:

@@ -71,6 +71,15 @@ class ClientsConfig:
 
 
 @dataclass
+class TrackingConfig:
+    # Experiment tracking (experiment/tracking.py), off by default. Where a run is logged is
+    # not what it computes: this section is left out of an experiment's identity (NOT_IDENTITY).
+    tensorboard: str | None = None  # TensorBoard log folder; each run logs into a subfolder
+    mlflow: str | None = None  # MLflow tracking URI, a path to a .db file, or "default"
+    experiment: str = "cosmosfl"  # MLflow experiment the runs are logged under
+
+
+@dataclass
 class ExperimentConfig:
     seed: int = 1
     rounds: int = 10
@@ -85,6 +94,7 @@ class ExperimentConfig:
     clients: ClientsConfig = field(default_factory=ClientsConfig)
     algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -235,7 +245,28 @@ RUN_SETTINGS = (
     "min_participation",
     "max_payload_bytes",
 )
-TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults")
+TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking")
+# Sections that say where a run is logged, not what it computes: a finished run whose config
+# differs only here is the same experiment (compare/sweep skip it) and can be resumed.
+NOT_IDENTITY = ("tracking",)
+
+
+def identity(cfg: ExperimentConfig | dict[str, Any]) -> dict[str, Any]:
+    """The config as plain data without the sections of NOT_IDENTITY."""
+    raw = cfg.to_dict() if isinstance(cfg, ExperimentConfig) else dict(cfg)
+    return {k: v for k, v in raw.items() if k not in NOT_IDENTITY}
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config data as dotted keys (`data.num_clients`); `clients.models` stays whole."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and name != "clients.models":
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
 
 
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
@@ -257,6 +288,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
             raise
         raise ConfigError(str(err)) from None
     top.data = _build(DataConfig, raw.get("data"), "data")
+    top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
     if isinstance(top.clients.models, dict):
         # By name, as a mapping read from a file already is (apply_overrides round-trips it
@@ -314,6 +346,11 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     )
     need(d.max_train is None or d.max_train > 0, "data.max_train", d.max_train, "use > 0 or null")
     need(d.max_test is None or d.max_test > 0, "data.max_test", d.max_test, "use > 0 or null")
+    t = cfg.tracking
+    for name in ("tensorboard", "mlflow"):
+        value = getattr(t, name)
+        need(value is None or value.strip() != "", f"tracking.{name}", value, "use a path or null")
+    need(t.experiment.strip() != "", "tracking.experiment", t.experiment, "use a non-empty name")
     c = cfg.clients
     need(c.width > 0, "clients.width", c.width, "use a number > 0")
     need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")

@@ -1,4 +1,5 @@
-"""The report's figures: accuracy per round (like the paper's Figure 2) and clusters found.
+"""The report's figures: accuracy per round (like the paper's Figure 2), clusters found, and a
+sweep's final-round accuracy against each swept key (like the paper's Figs. 7–9).
 
 Drawn on matplotlib's Agg canvas without pyplot, so no display and no global state is touched.
 """
@@ -23,6 +24,8 @@ from cosmosfl.experiment.report import (
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from cosmosfl.experiment.ablation import Sweep
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -134,4 +137,74 @@ def plot_clusters(runset: RunSet, path: str | Path) -> Path | None:
         ax.set_ylabel("true class group")
         ax.set_title(f"{display_name(algorithm)} (seed {seed})\nARI = {ari:.3f}, K = {len(k)}")
     fig.suptitle(f"clusters vs true class groups — {title_line(runset)}", fontsize="medium")
+    return _save(fig, Path(path))
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:
+    """Final-round accuracy against the values of `key`, mean ± SEM over seeds as error bars.
+
+    One colour per algorithm and evaluated model (COSMOS: h_π(i) and f_i^(t,2)); with more
+    keys, one line style and marker per combination of the other keys' values. Numeric values
+    sit on a numeric axis (logarithmic when they span two decades or more), others are
+    categories in grid order.
+    """
+    from matplotlib import colormaps
+
+    from cosmosfl.experiment.ablation import (
+        axis_label,
+        is_numeric,
+        lines_for,
+        others_text,
+        series_name,
+        title_line,
+    )
+    from cosmosfl.experiment.sweep import value_text
+
+    values = next(a["values"] for a in sweep.axes if a["key"] == key)
+    numeric = is_numeric(values)
+    lines = lines_for(sweep, key)
+    series = list(dict.fromkeys((ln.algorithm, ln.model) for ln in lines))
+    combos = list(dict.fromkeys(tuple(map(value_text, ln.others.values())) for ln in lines))
+    fig = _figure(11.5, 5.0)
+    ax = fig.add_subplot()
+    colours = colormaps["tab10"]
+    for line in lines:
+        s = series.index((line.algorithm, line.model))
+        c = combos.index(tuple(map(value_text, line.others.values())))
+        x = [p.values[key] if numeric else values.index(p.values[key]) for p in line.points]
+        y = [100 * p.mean for p in line.points]
+        err = [100 * p.sem for p in line.points]
+        name = f"{series_name(line.algorithm)}, {line.label[1]}"
+        if others_text(sweep, line, key):
+            name += " — " + others_text(sweep, line, key)
+        if key in sweep.shared.get(line.algorithm, []):
+            name += ", one run for all values"
+        n = sorted({len(p.seeds) for p in line.points})
+        name += f" (n = {', '.join(map(str, n))})"
+        ax.errorbar(
+            x, y, yerr=err, color=colours(s % 10), linestyle=LINE_STYLES[c % len(LINE_STYLES)],
+            marker=MARKERS[c % len(MARKERS)], markersize=6, markerfacecolor="none", capsize=4,
+            label=name,
+        )  # fmt: skip
+    if numeric:
+        positive = [float(v) for v in values if v > 0]
+        if len(positive) == len(values) and max(positive) / min(positive) >= 100:
+            ax.set_xscale("log")
+        ax.set_xticks(values, [value_text(v) for v in values])
+    else:
+        labels = [value_text(v) for v in values]
+        ax.set_xticks(range(len(values)), labels, rotation=20 if max(map(len, labels)) > 8 else 0)
+        ax.set_xlim(-0.5, len(values) - 0.5)
+    ax.set_xlabel(axis_label(key))
+    ax.set_ylabel("final-round mean client accuracy, Top-1 (%)")
+    ax.grid(alpha=0.3)
+    ax.set_title(
+        f"accuracy against {key} — {title_line(sweep)}\n"
+        "last round, mean over clients; mean over seeds, error bars ± SEM",
+        fontsize="medium",
+    )
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, Path(path))

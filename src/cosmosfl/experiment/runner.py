@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+import yaml
 
 from cosmosfl.algorithms.base import Algorithm, derive_seed
 from cosmosfl.algorithms.registry import ALGORITHMS
@@ -36,13 +37,16 @@ from cosmosfl.experiment.checkpoint import (
 from cosmosfl.experiment.config import (
     ConfigError,
     ExperimentConfig,
+    config_from_dict,
     dump_config,
+    identity,
     load_config,
     reference_runs,
     settings_class,
 )
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
+from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
@@ -318,16 +322,20 @@ def run_experiment(
     progress: bool | Reporter = True,
     force: bool = False,
     engine: EngineFactory | None = None,
+    tracker: Tracker | None = None,
 ) -> SimulationResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete, and a
-    checkpoint after every round (see `resume_experiment`)."""
+    checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
+    cfg.tracking asks for) receives every round record."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
     if run_dir is not None and run_dir.finished and not force:
         run_dir.prepare(cfg, force=False)  # raises the "already finished" error before any work
-    return _execute(cfg, run_dir, progress, force=force, engine=engine)
+    return _execute(cfg, run_dir, progress, force=force, engine=engine, tracker=tracker)
 
 
-def resume_experiment(out: str | Path, *, progress: bool | Reporter = True) -> SimulationResult:
+def resume_experiment(
+    out: str | Path, *, progress: bool | Reporter = True, tracker: Tracker | None = None
+) -> SimulationResult:
     """Continue an interrupted run from its last complete round.
 
     The config is the run directory's own config.yaml; the clients, the algorithm's server
@@ -344,12 +352,24 @@ def resume_experiment(out: str | Path, *, progress: bool | Reporter = True) -> S
         raise CheckpointError(f"{run_dir.path} is not a run directory (no {CONFIG})")
     cfg = load_config(config_path)
     state = load_checkpoint(run_dir.path)
-    if state["config"] != dump_config(cfg):
+    if not _same_experiment(state["config"], cfg):
         raise CheckpointError(
             f"{config_path} differs from the config the checkpoint was made with; "
             "restore it, or start a new run"
         )
-    return _execute(cfg, run_dir, progress, checkpoint=state)
+    return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker)
+
+
+def _same_experiment(config_text: str, cfg: ExperimentConfig) -> bool:
+    """Whether a saved config (text) is `cfg`, up to what is not part of an experiment's
+    identity (tracking) and up to settings added since with their defaults."""
+    if config_text == dump_config(cfg):
+        return True
+    try:
+        saved = config_from_dict(yaml.safe_load(config_text))
+    except (ConfigError, yaml.YAMLError):
+        return False
+    return identity(saved) == identity(cfg)
 
 
 def resumable(out: str | Path, cfg: ExperimentConfig) -> bool:
@@ -358,7 +378,7 @@ def resumable(out: str | Path, cfg: ExperimentConfig) -> bool:
     if RunDirectory(path).finished or not (path / CHECKPOINT).is_file():
         return False
     config_path = path / CONFIG
-    return config_path.is_file() and config_path.read_text() == dump_config(cfg)
+    return config_path.is_file() and _same_experiment(config_path.read_text(), cfg)
 
 
 def _execute(
@@ -369,10 +389,13 @@ def _execute(
     force: bool = False,
     checkpoint: dict[str, Any] | None = None,
     engine: EngineFactory | None = None,
+    tracker: Tracker | None = None,
 ) -> SimulationResult:
     start = time.perf_counter()
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
+    if tracker is None:  # a missing tracking package fails here, before any work
+        tracker = make_tracker(cfg.tracking, default_run_name(cfg, run_dir and run_dir.path))
     exp = build_experiment(cfg)  # everything is validated before the run directory is touched
     if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
         raise CheckpointError(
@@ -387,10 +410,35 @@ def _execute(
         f"{cfg.rounds} rounds, seed {cfg.seed}"
     )
     torch.manual_seed(cfg.seed)
-    on_record = run_dir.append_record if run_dir is not None else None
+    done = list(checkpoint["records"]) if checkpoint is not None else []
+    with tracker.session(cfg, run_dir and run_dir.path, done):
+        result, summary = _run_and_summarize(
+            exp, reporter, run_dir, checkpoint, engine, tracker, start
+        )
+        tracker.log_summary(summary)
+    result.summary = summary  # type: ignore[attr-defined]
+    return result
+
+
+def _run_and_summarize(
+    exp: Experiment,
+    reporter: Reporter,
+    run_dir: RunDirectory | None,
+    checkpoint: dict[str, Any] | None,
+    engine: EngineFactory | None,
+    tracker: Tracker,
+    start: float,
+) -> tuple[SimulationResult, dict[str, Any]]:
+    cfg = exp.config
     if isinstance(exp.algorithm, Algorithm):
-        result = _run_federated(exp, exp.algorithm, reporter, run_dir, checkpoint, engine)
+        result = _run_federated(exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker)
     else:  # a reference run (centralized): not a protocol algorithm, see centralized.py
+
+        def on_record(record: dict[str, Any]) -> None:
+            if run_dir is not None:
+                run_dir.append_record(record)
+            tracker.log_round(record)
+
         result = exp.algorithm.run(exp, cfg.rounds, reporter, on_record=on_record)
     meta = {
         "seed": cfg.seed,
@@ -408,8 +456,7 @@ def _execute(
         summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
     if run_dir is not None:
         run_dir.finish(summary)
-    result.summary = summary  # type: ignore[attr-defined]
-    return result
+    return result, summary
 
 
 def _run_federated(
@@ -419,6 +466,7 @@ def _run_federated(
     run_dir: RunDirectory | None,
     checkpoint: dict[str, Any] | None = None,
     engine_factory: EngineFactory | None = None,
+    tracker: Tracker | None = None,
 ) -> SimulationResult:
     cfg = exp.config
     result = SimulationResult(algorithm.name, algorithm.primary_model)
@@ -454,6 +502,8 @@ def _run_federated(
                 result.records.append(record)
                 if run_dir is not None:
                     run_dir.append_record(record)
+                if tracker is not None:
+                    tracker.log_round(record)
                 if run_dir is not None and checkpointing:
                     engine.sync_clients()  # trained learners out of worker processes, if any
                     save_checkpoint(

@@ -75,13 +75,21 @@ def summarize(
 def write_run_directory(
     result: SimulationResult, path: str | Path, meta: dict[str, Any] | None = None
 ) -> Path:
-    """Write metrics.jsonl and summary.json for a run made from Python (e.g. with `simulate`)."""
+    """Write metrics.jsonl, metrics.csv and summary.json for a run made from Python (e.g. with
+    `simulate`)."""
     import json
 
-    from cosmosfl.experiment.rundir import METRICS, SUMMARY, write_atomic
+    from cosmosfl.experiment.rundir import (
+        METRICS,
+        METRICS_CSV,
+        SUMMARY,
+        metrics_csv,
+        write_atomic,
+    )
 
     out = Path(path)
     lines = "".join(json.dumps(r) + "\n" for r in result.records)
     write_atomic(out / METRICS, lines)
+    write_atomic(out / METRICS_CSV, metrics_csv(result.records))
     write_atomic(out / SUMMARY, json.dumps(summarize(result, meta), indent=2) + "\n")
     return out
