@@ -147,11 +147,13 @@ def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkey
     assert (
         "algorithms:\n- cosmos\n- local\n- centralized" in (tmp_path / "compare.yaml").read_text()
     )
-    assert [r.algorithm for r in outcome.report.rows] == [
-        "cosmos",
-        "cosmos",
-        "local",
-        "centralized",
+    # COSMOS: h_π(i) (reported), then f_i^(t,1) and f_i^(t,2) in protocol order.
+    assert [(r.algorithm, r.model) for r in outcome.report.rows] == [
+        ("cosmos", "cluster_model"),
+        ("cosmos", "local"),
+        ("cosmos", "client_model"),
+        ("local", "client_model"),
+        ("centralized", "client_model"),
     ]
 
     calls = []

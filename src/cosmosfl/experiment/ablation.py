@@ -44,6 +44,15 @@ SETTING_NAMES = {
     "trim_fraction": "trimmed-mean fraction",
     "lr": "learning rate",
     "distill_lr": "learning rate on pseudo-labels",
+    "mix_fraction": "share of each client's data pooled and dealt back to all",
+    "consistency_target": "r_B's clean prediction (live or detached)",
+    "neighbour_bn": "BatchNorm statistics in r_B's neighbour pass",
+    "threshold_rule": "rule choosing B0",
+    "server_head_init": "initialisation of h_k's last layer",
+    "train_augmentation": "crop + flip of private training batches",
+    "server_epochs": "server distillation epochs per round",
+    "client_weights": "client weights w_i(x)",
+    "client_targets": "what clients distill from",
 }
 # Summary settings shown in the title, and the grid keys that vary them.
 TITLE_SETTINGS = {
@@ -278,8 +287,9 @@ def table_notes(sweep: Sweep, key: str) -> list[str]:
         "Final round: per seed, the mean over clients of each client's accuracy on its own test "
         "split in the last round; then mean ± SEM over seeds (SEM = sample standard deviation "
         "(ddof = 1) / √n; 0 with one seed).",
-        "Reported model: COSMOS's cluster model h_π(i), with its distilled client model "
-        "f_i^(t,2) in its own rows; for the others the model each deploys.",
+        "Reported model: COSMOS's cluster model h_π(i), with its client model after local "
+        "training f_i^(t,1) and its distilled client model f_i^(t,2) in their own rows; for the "
+        "others the model each deploys.",
         "K: clusters found in the last round, per seed (one number when all seeds agree, else "
         "mean (min–max)); ARI: adjusted Rand index of the clusters against the true class "
         "groups, mean ± SEM over seeds (n/a: no true groups for this split); —: no clusters.",

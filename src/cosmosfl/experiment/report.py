@@ -45,6 +45,10 @@ MODEL_LABELS = {
     "global_model": ("global model w", r"global model $w$"),
     "personal_model": ("personal model", r"personal model"),
 }
+COSMOS_LOCAL_LABEL = (
+    "client model after local training f_i^(t,1)",
+    r"client model after local training $f_i^{(t,1)}$",
+)
 COSMOS_CLIENT_LABEL = ("distilled client model f_i^(t,2)", r"distilled client model $f_i^{(t,2)}$")
 MB = 1e6  # bytes
 
@@ -171,14 +175,18 @@ def _row(algorithm: str, runs: list[Run], model: str, label: tuple[str, str]) ->
 
 
 def accuracy_rows(runset: RunSet) -> list[Row]:
-    """The table's rows; COSMOS also gets a row for its distilled client model f_i^(t,2)."""
+    """The table's rows; COSMOS also gets rows for its client model after local training
+    f_i^(t,1) and its distilled client model f_i^(t,2)."""
     rows = []
     for algorithm, runs in runset.runs.items():
         model = str(runs[0].summary.get("reported_model", runs[0].records[-1]["primary_model"]))
         rows.append(_row(algorithm, runs, model, (model_label(model), model_label(model, True))))
-        has_client_model = all("client_model" in r.records[-1]["mean_accuracy"] for r in runs)
-        if algorithm == PROPOSED and model != "client_model" and has_client_model:
-            rows.append(_row(algorithm, runs, "client_model", COSMOS_CLIENT_LABEL))
+        # COSMOS's other evaluation points, in protocol order: f_i^(t,1) (after local
+        # fine-tuning, where the collaboration may show in the client's own model) and f_i^(t,2).
+        for point, label in (("local", COSMOS_LOCAL_LABEL), ("client_model", COSMOS_CLIENT_LABEL)):
+            present = all(point in r.records[-1]["mean_accuracy"] for r in runs)
+            if algorithm == PROPOSED and model != point and present:
+                rows.append(_row(algorithm, runs, point, label))
     mark_dagger(rows)
     return rows
 
@@ -283,9 +291,10 @@ def table_notes(runset: RunSet, rows: list[Row]) -> list[str]:
         "Final round: per seed, the mean over clients of each client's accuracy on its own test "
         "split in the last round; then mean ± SEM over seeds (SEM = sample standard deviation "
         "(ddof = 1) / √n; 0 with one seed).",
-        "Reported model: COSMOS's cluster model h_π(i) (the paper's protocol) with its distilled "
-        "client model f_i^(t,2) in the row below; for the others the model each deploys, as "
-        "named in the column (docs/baselines.md).",
+        "Reported model: COSMOS's cluster model h_π(i) (the paper's protocol), with its client "
+        "model after local training f_i^(t,1) and its distilled client model f_i^(t,2) in the "
+        "rows below; for the others the model each deploys, as named in the column "
+        "(docs/baselines.md).",
         DAGGER_RULE + (f" {direction}" if direction else ""),
         "Best round: the round with the highest seed-mean accuracy; context only, not the result.",
         "References, not federated methods: local (no communication) and centralized (one model "
