@@ -65,6 +65,17 @@ def _tracking_overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def _add_batch_args(p: argparse.ArgumentParser, out: str, overrides_help: str) -> None:
+    """What compare and sweep share: seeds, output folder, --force, --quiet, tracking and
+    key=value overrides."""
+    p.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
+    p.add_argument("--out", "-o", default=out, help=f"output folder (default: {out})")
+    p.add_argument("--force", action="store_true", help="rerun finished runs whose config changed")
+    p.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
+    _add_tracking_args(p)
+    p.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cosmosfl",
@@ -103,20 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated names, e.g. cosmos,fedmd,fedct,comet,local,centralized "
         "(default: all of them)",
     )
-    cmp.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
-    cmp.add_argument(
-        "--out", "-o", default="runs/compare", help="output folder (default: runs/compare)"
-    )
-    cmp.add_argument(
-        "--force", action="store_true", help="rerun finished runs whose config changed"
-    )
-    cmp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
-    _add_tracking_args(cmp)
-    cmp.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="key=value",
-        help="override the base config (rounds=3, algorithm.local_epochs=2) or one algorithm's "
+    _add_batch_args(
+        cmp,
+        "runs/compare",
+        "override the base config (rounds=3, algorithm.local_epochs=2) or one algorithm's "
         "settings (fedmd.distill_epochs=2, comet.num_clusters=5)",
     )
 
@@ -144,20 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument(
         "--algorithms", "-a", default="cosmos", help="comma-separated names (default: cosmos)"
     )
-    swp.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
-    swp.add_argument(
-        "--out", "-o", default="runs/sweep", help="output folder (default: runs/sweep)"
-    )
-    swp.add_argument(
-        "--force", action="store_true", help="rerun finished runs whose config changed"
-    )
-    swp.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
-    _add_tracking_args(swp)
-    swp.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="key=value",
-        help="override the base config (rounds=3) or one algorithm's settings (fedmd.lam=1)",
+    _add_batch_args(
+        swp,
+        "runs/sweep",
+        "override the base config (rounds=3) or one algorithm's settings (fedmd.lam=1)",
     )
 
     report = sub.add_parser(
