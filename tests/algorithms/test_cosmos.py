@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from sklearn.metrics import adjusted_rand_score
 
 from cosmosfl import Client, Cosmos, Local, SklearnLearner, TorchLearner, simulate
 from cosmosfl.core import protocol as P
@@ -173,6 +174,25 @@ def test_threshold_mode_makes_k_an_output():
     assert k_with_threshold(0.0) == 10
     # B0 = 2 is the largest mean l1 distance possible -> one cluster.
     assert k_with_threshold(2.0) == 1
+
+
+@pytest.mark.parametrize("clustering", ["greedy", "average-linkage"])
+def test_silhouette_rule_finds_the_class_groups_without_k(clustering):
+    # Neither K nor B0 is given: K comes out of the labels and equals the 5 class groups.
+    clients, public_x, part = small_federation()
+    algo = Cosmos(
+        clustering=clustering,
+        threshold_rule="silhouette",
+        server_model="mlp",
+        pretrain_epochs=2,
+        local_epochs=1,
+        server_epochs=1,
+        distill_epochs=1,
+    )
+    record = simulate(algo, clients, public_x, rounds=1, seed=0).records[0]
+    assert record["K"] == 5
+    found = [record["clusters"][str(c)] for c in range(10)]
+    assert adjusted_rand_score(part.client_group, found) == 1.0
 
 
 def test_failed_client_is_excluded_not_fatal():

@@ -102,9 +102,11 @@ def test_cosmos_cluster_without_answers_keeps_its_model():
     assert set(second["accuracy"]["cluster_model"]) == {str(c) for c in range(10)}
 
 
-def test_cosmos_client_missing_the_clustering_joins_its_groups_cluster():
+@pytest.mark.parametrize("clustering", ["greedy", "average-linkage"])
+def test_cosmos_client_missing_the_clustering_joins_its_groups_cluster(clustering):
     engine, part = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c == 0 else None)
     algo = ALGORITHMS["cosmos"]()
+    algo.clustering = clustering
     with torch.random.fork_rng(devices=[]):
         first = engine.run_round(algo, 1, 2)
         assert "0" not in first["clusters"]  # it was offline for the clustering
@@ -114,7 +116,8 @@ def test_cosmos_client_missing_the_clustering_joins_its_groups_cluster():
     assert algo._last_probs == {}  # everyone placed: the clustering is final
 
 
-def test_cosmos_group_missing_the_clustering_gets_its_own_cluster():
+@pytest.mark.parametrize("clustering", ["greedy", "average-linkage"])
+def test_cosmos_group_missing_the_clustering_gets_its_own_cluster(clustering):
     # Both clients of 0's class group are offline in round 1. Placing the late pair in its
     # nearest existing cluster would give it a teacher for another group's classes; by
     # Algorithm 1's criterion they are B0-close to nobody there, so they form a new cluster,
@@ -123,6 +126,7 @@ def test_cosmos_group_missing_the_clustering_gets_its_own_cluster():
     pair = [c for c in range(10) if part.client_group[c] == part.client_group[0]]
     engine, _ = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c in pair else None)
     algo = ALGORITHMS["cosmos"]()
+    algo.clustering = clustering
     with torch.random.fork_rng(devices=[]):
         first = engine.run_round(algo, 1, 2)
         assert not set(map(str, pair)) & set(first["clusters"])

@@ -57,6 +57,11 @@ def test_defaults_are_the_papers():
             "target_clusters=null",
         ),
         ({"algorithm": {"server_head_init": "xavier"}}, "server_head_init 'xavier'"),
+        ({"algorithm": {"clustering": "kmeans"}}, "clustering 'kmeans'.*average-linkage"),
+        (
+            {"algorithm": {"threshold_rule": "silhouette", "target_clusters": 5}},
+            "target_clusters=null",
+        ),
     ],
 )
 def test_bad_configs_are_rejected_with_field_and_allowed_values(raw, message):

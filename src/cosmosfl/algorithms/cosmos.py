@@ -34,9 +34,10 @@ from cosmosfl.algorithms.base import (
     train_local_with_pretraining,
 )
 from cosmosfl.client import CLIENT_WEIGHTS
-from cosmosfl.core import codecs, l1_kernel
+from cosmosfl.core import codecs, l1_kernel, linkage
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
+from cosmosfl.core.cluster_choice import CLUSTERINGS, choose_clusters
 from cosmosfl.core.clustering import (
     DISTANCE_BACKENDS,
     DISTANCES,
@@ -44,11 +45,7 @@ from cosmosfl.core.clustering import (
     THRESHOLD_SEARCHES,
     assignment_from_clusters,
     greedy_clustering,
-    largest_gap_threshold,
     pairwise_distances,
-    stable_threshold,
-    threshold_for_clusters,
-    widest_interval_threshold,
 )
 from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
@@ -119,6 +116,11 @@ class Cosmos(Algorithm):
     # K <= target_clusters), or "largest-gap" / "widest-interval", which choose K from the
     # distances alone (core/clustering.py; target_clusters must then be null).
     threshold_rule: str = "target"
+    # How clients are clustered at that B0: "greedy" (Algorithm 1, the paper) or
+    # "average-linkage" (an extension: a dendrogram cut at B0, robust to single noisy
+    # distances; core/linkage.py). With threshold_rule "silhouette" K is chosen by the
+    # partition's silhouette, for either method.
+    clustering: str = "greedy"
     distance: str = "l1"
     aggregation: str = "mean"
     trim_fraction: float = 0.2
@@ -177,6 +179,7 @@ class Cosmos(Algorithm):
                 f"got threshold={self.threshold}, target_clusters={self.target_clusters}"
             )
         _choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
+        _choice("clustering", self.clustering, CLUSTERINGS)
         if self.threshold_rule != "target" and (
             self.threshold is not None or self.target_clusters is not None
         ):
@@ -350,31 +353,28 @@ class Cosmos(Algorithm):
     def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
         ids = sorted(probs)
         d = self._distances([probs[c] for c in ids], fed)
-        if self.threshold is not None:
-            b0 = float(self.threshold)
-        elif self.threshold_rule == "largest-gap":
-            b0 = largest_gap_threshold(d)
-        elif self.threshold_rule == "widest-interval":
-            b0 = widest_interval_threshold(d)
-        else:
-            b0 = threshold_for_clusters(
-                d,
-                int(self.target_clusters),  # type: ignore[arg-type]
-                self.threshold_search,
-            )
-        clusters = greedy_clustering(d, b0)
+        # How close a newcomer must be to join: Algorithm 1's B0 when the user fixed it; with a
+        # searched B0 (the smallest for K, right at a within-group distance) the end of the
+        # interval of thresholds giving these clusters. Only needed while some client is
+        # missing from the clustering.
+        missing = (
+            self.threshold is None and not self.recluster and not set(ids) >= set(fed.client_ids)
+        )
+        chosen = choose_clusters(
+            d,
+            self.clustering,
+            self.threshold_rule,
+            threshold=self.threshold,
+            target=self.target_clusters,
+            search=self.threshold_search,
+            need_join=missing,
+        )
+        clusters, b0 = chosen.clusters, chosen.threshold
         pi = assignment_from_clusters(clusters, len(ids))
         old_assignment, old_models = self.assignment, self.cluster_models
         self.assignment = {cid: int(pi[i]) for i, cid in enumerate(ids)}
         self.threshold_used = b0
-        # How close a newcomer must be to a clustered client to join it: Algorithm 1's B0
-        # when the user fixed it; with a searched B0 (the smallest for K, right at a
-        # within-group distance) the end of the interval of thresholds giving these clusters.
-        # Only needed while some client is missing from the clustering.
-        if self.threshold is not None or self.recluster or set(ids) >= set(fed.client_ids):
-            self.join_threshold = b0
-        else:
-            self.join_threshold = stable_threshold(d, b0, max_trials=200 if len(ids) <= 200 else 20)
+        self.join_threshold = chosen.join if chosen.join is not None else b0
         self.cluster_models = {}
         for k, members in iter_clusters(self.assignment):
             self.cluster_models[k] = self._new_server_model(fed, k)
@@ -385,7 +385,10 @@ class Cosmos(Algorithm):
                 self.cluster_models[k].set_state(
                     _inherit(old_models[source].get_state(), self.cluster_models[k].get_state())
                 )
-        fed.log(f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.distance} distance)")
+        fed.log(
+            f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.clustering}, "
+            f"{self.distance} distance)"
+        )
 
     def _distances(self, labels: list[np.ndarray], fed: Federation) -> np.ndarray:
         """The clustering's distances between these pseudo-label matrices (same settings and
@@ -406,8 +409,9 @@ class Cosmos(Algorithm):
         """Clients answering for the first time (they missed the clustering) join by Algorithm
         1's own criterion: the cluster of their nearest clustered client if that client is
         B0-close (labels of this round, or the last ones it sent); newcomers close to nobody
-        are clustered among themselves with the same B0 into new clusters. Existing clusters
-        and their models are left alone."""
+        are clustered among themselves with the same B0 into new clusters. With average
+        linkage, "close" is the mean distance to a cluster's members. Existing clusters and
+        their models are left alone."""
         newcomers = sorted(c for c in probs if c not in self.assignment)
         if not newcomers:
             return
@@ -418,27 +422,56 @@ class Cosmos(Algorithm):
         ids = known + newcomers
         d = self._distances([latest[c] for c in ids], fed)
         lonely = []
-        for i, cid in enumerate(newcomers, start=len(known)):
-            j = int(np.argmin(d[i, : len(known)])) if known else -1
-            if j >= 0 and (d[i, j] <= b0 or d[i, j] < join):
-                self.assignment[cid] = self.assignment[known[j]]
-            else:
-                lonely.append(i)
-        if lonely:
+        if self.clustering == "average-linkage":
+            # Average linkage's own criterion: the mean distance to a cluster's members.
+            lonely = self._join_by_mean(d, known, newcomers, b0, join)
+        else:
+            for i, cid in enumerate(newcomers, start=len(known)):
+                j = int(np.argmin(d[i, : len(known)])) if known else -1
+                if j >= 0 and (d[i, j] <= b0 or d[i, j] < join):
+                    self.assignment[cid] = self.assignment[known[j]]
+                else:
+                    lonely.append(i)
+        if lonely and self.clustering == "average-linkage":
+            sub = d[np.ix_(lonely, lonely)]
+            groups = linkage.cut_at(linkage.average_linkage(sub), len(lonely), b0)
+            self._new_clusters(fed, [[ids[lonely[m]] for m in g] for g in groups])
+        elif lonely:
             sub = d[np.ix_(lonely, lonely)]
             # The same closeness as for joining: d <= B0 or d < join.
             below = sub[sub < join]
             thr = max(b0, float(below.max())) if below.size else b0
-            next_k = max(self.cluster_models, default=-1) + 1
-            for n, members in enumerate(greedy_clustering(sub, thr)):
-                k = next_k + n
-                for m in members:
-                    self.assignment[ids[lonely[m]]] = k
-                self.cluster_models[k] = self._new_server_model(fed, k)
+            groups = greedy_clustering(sub, thr)
+            self._new_clusters(fed, [[ids[lonely[m]] for m in g] for g in groups])
         fed.log(
             f"clustering: {len(newcomers)} newcomer(s) placed, {len(lonely)} in new clusters "
             f"(K={len(self.cluster_models)})"
         )
+
+    def _join_by_mean(
+        self, d: np.ndarray, known: list[int], newcomers: list[int], b0: float, join: float
+    ) -> list[int]:
+        """Place newcomers (rows after `known` in d) in the cluster of smallest mean distance if
+        it is within the cut; returns the rows of those placed nowhere."""
+        lonely = []
+        members: dict[int, list[int]] = {}
+        for j, cid in enumerate(known):
+            members.setdefault(self.assignment[cid], []).append(j)
+        for i, cid in enumerate(newcomers, start=len(known)):
+            means = {k: float(d[i, rows].mean()) for k, rows in sorted(members.items())}
+            k = min(means, key=means.__getitem__) if means else None
+            if k is not None and (means[k] <= b0 or means[k] < join):
+                self.assignment[cid] = k
+            else:
+                lonely.append(i)
+        return lonely
+
+    def _new_clusters(self, fed: Federation, groups: list[list[int]]) -> None:
+        next_k = max(self.cluster_models, default=-1) + 1
+        for n, group in enumerate(groups):
+            for cid in group:
+                self.assignment[cid] = next_k + n
+            self.cluster_models[next_k + n] = self._new_server_model(fed, next_k + n)
 
     def _new_server_model(self, fed: Federation, k: int) -> Learner:
         factory = self.server_learner or torch_server_learner(

@@ -22,7 +22,7 @@ THRESHOLD_SEARCHES = ("auto", "scan", "bisect")
 # distances alone: "largest-gap" (B0 at the lower end of the widest gap between consecutive
 # pairwise distances) and "widest-interval" (the partition that stays the same over the widest
 # range of B0, trivial ones excluded).
-THRESHOLD_RULES = ("target", "largest-gap", "widest-interval")
+THRESHOLD_RULES = ("target", "largest-gap", "widest-interval", "silhouette")
 # "auto" scans every candidate B0 (exact smallest) up to this many clients, and bisects above.
 SCAN_MAX_CLIENTS = 200
 # Memory for one block of stacked pseudo-labels (float64) while computing distances.
