@@ -91,12 +91,29 @@ class Client:
     # Extra models for parameter-sharing baselines (Ditto's global copy, pFedCK's interactive
     # model, FedBABU's fine-tuned head), created on first use from `learner`; see `slot`.
     slots: dict[str, Learner] = field(default_factory=dict, repr=False)
+    # Private samples held out of training, read only to choose between models (a validation
+    # slice, `data.validation_fraction`); None when there is none.
+    validation: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_xy("train", self.train, self.id)
         _check_xy("test", self.test, self.id)
+        if self.validation is not None:
+            _check_xy("validation", self.validation, self.id)
         if len(self.train[0]) == 0:
             raise ValueError(f"client {self.id} has no training data")
+
+    def split(self, name: str = "test") -> tuple[np.ndarray, np.ndarray]:
+        """The data an evaluation reads: "test" or "validation" (never the training data)."""
+        if name == "test":
+            return self.test
+        if name == "validation":
+            if self.validation is None:
+                raise ValueError(
+                    f"client {self.id} has no validation slice: set data.validation_fraction"
+                )
+            return self.validation
+        raise ValueError(f"evaluation split {name!r} is not one of: test, validation")
 
     @property
     def num_classes(self) -> int:
@@ -150,7 +167,8 @@ class Client:
         if task == P.DISTILL:
             return P.Reply(task, metrics=self._distill(message))
         if task == P.EVALUATE:
-            return P.Reply(task, metrics=self.slot(cfg).evaluate(*self.test))
+            split = self.split(str(cfg.get("split", "test")))
+            return P.Reply(task, metrics=self.slot(cfg).evaluate(*split))
         if task == P.GET_WEIGHTS:
             weights = _torch_learner(self.slot(cfg), self.id, task).get_weights()
             return P.Reply(task, arrays=weights, metrics={"num_samples": float(len(self.train[0]))})

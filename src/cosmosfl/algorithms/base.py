@@ -54,8 +54,11 @@ class Federation(Protocol):
         """
         ...
 
-    def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
-        """Measure server-side model `models[i]` on client i's test split.
+    def evaluate_server_models(
+        self, models: Mapping[int, Learner], split: str = "test"
+    ) -> dict[int, dict[str, float]]:
+        """Measure server-side model `models[i]` on client i's test split (or, for model
+        selection, its "validation" slice).
 
         A measurement for reporting (the paper reports h_π(i) on client i's test data), not
         part of the federated protocol: it is not counted as communication.
@@ -165,11 +168,12 @@ class Algorithm(ABC):
 
 
 def evaluate_clients(
-    fed: Federation, client_ids: list[int] | None = None
+    fed: Federation, client_ids: list[int] | None = None, split: str = "test"
 ) -> Mapping[int, Mapping[str, float]]:
-    """Ask clients to evaluate their own model on their own test split."""
+    """Ask clients to evaluate their own model on their own test split (or "validation")."""
     ids = fed.client_ids if client_ids is None else client_ids
-    return reply_metrics(fed.send({cid: P.Message(P.EVALUATE) for cid in ids}))
+    config = {} if split == "test" else {"split": split}
+    return reply_metrics(fed.send({cid: P.Message(P.EVALUATE, config) for cid in ids}))
 
 
 def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:

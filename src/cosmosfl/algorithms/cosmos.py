@@ -33,6 +33,7 @@ from cosmosfl.algorithms.base import (
     reply_metrics,
     train_local_with_pretraining,
 )
+from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.client import CLIENT_WEIGHTS
 from cosmosfl.core import codecs, l1_kernel, linkage
 from cosmosfl.core import protocol as P
@@ -153,6 +154,11 @@ class Cosmos(Algorithm):
     # the paper) or "teacher" (the cluster's aggregated pseudo-labels f̄_k(U) directly, as
     # COMET does), everything else equal; it isolates what the server model adds.
     client_targets: str = "cluster_model"
+    # Extension, not the paper's method: each client also measures h_π(i) and its own model
+    # f_i^(t,1) on its validation slice (private data held out of training,
+    # data.validation_fraction) and keeps the better one (ties: h_π(i)); its test accuracy is
+    # recorded as the evaluation point "selected". Training is unchanged.
+    select_on_validation: bool = False
     augmentation: Augmentation | None = None
     server_learner: ServerLearnerFactory | None = None
     # Measurement hook set by the experiment layer (which knows U's labels; the algorithm
@@ -247,7 +253,8 @@ class Cosmos(Algorithm):
             if deferred(trained):  # Flower: answering this task means training finished
                 self.pretrained.update(probs)
         with fed.phase("evaluation"):
-            record.add_metrics("local", evaluate_clients(fed))  # f_i^(t,1)
+            own_test = evaluate_clients(fed)
+            record.add_metrics("local", own_test)  # f_i^(t,1)
         if not probs:
             raise RuntimeError(f"round {round_num}: no client returned pseudo-labels")
 
@@ -271,7 +278,12 @@ class Cosmos(Algorithm):
             h_public = {k: h.predict_proba(fed.public_x) for k, h in self.cluster_models.items()}
         with fed.phase("evaluation"):
             models = {cid: self.cluster_models[k] for cid, k in self.assignment.items()}
-            record.add_metrics("cluster_model", fed.evaluate_server_models(models))  # h_π(i)
+            h_test = fed.evaluate_server_models(models)
+            record.add_metrics("cluster_model", h_test)  # h_π(i)
+            if self.select_on_validation:
+                selected = select_on_validation(fed, models, h_test, own_test)
+                record.add_metrics("selected", selected)
+                record.add_info("selection", selected)  # per client: which model it kept
 
         with fed.phase("client_distillation"):
             # T acts on every distillation target (PAPER_NOTES): here h_k(U) sent to clients.

@@ -268,8 +268,12 @@ class SimulationEngine:
                 "(lower min_participation to train on fewer clients)"
             )
 
-    def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
-        return {cid: models[cid].evaluate(*self._clients[cid].test) for cid in sorted(models)}
+    def evaluate_server_models(
+        self, models: Mapping[int, Learner], split: str = "test"
+    ) -> dict[int, dict[str, float]]:
+        return {
+            cid: models[cid].evaluate(*self._clients[cid].split(split)) for cid in sorted(models)
+        }
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -42,6 +42,10 @@ class DataConfig:
     test_per_client: int | None = None  # default: len(test) // num_clients
     max_train: int | None = None  # stratified training subset before partitioning (None = all)
     max_test: int | None = None  # stratified test subset (None = all)
+    # Share of each client's private training data held out as its validation slice (for every
+    # algorithm alike, so runs stay paired); only model selection reads it (COSMOS's
+    # select_on_validation), never training. 0 = none.
+    validation_fraction: float = 0.0
 
 
 @dataclass
@@ -338,6 +342,17 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
         f"allowed: {', '.join(DATASET_NAMES)}, or a path to an .npz file",
     )
     need(d.num_clients >= 1, "data.num_clients", d.num_clients, "use an integer >= 1")
+    need(
+        0 <= d.validation_fraction < 1,
+        "data.validation_fraction",
+        d.validation_fraction,
+        "use a fraction in [0, 1) (0 = no validation slice)",
+    )
+    if cfg.algorithm.get("select_on_validation") and d.validation_fraction <= 0:
+        raise ConfigError(
+            "algorithm.select_on_validation needs a validation slice: set "
+            "data.validation_fraction (e.g. 0.1) so each client holds some private data out"
+        )
     need(
         d.partition in ("paper", "dirichlet", "pathological", "iid"),
         "data.partition",

@@ -50,6 +50,10 @@ COSMOS_LOCAL_LABEL = (
     r"client model after local training $f_i^{(t,1)}$",
 )
 COSMOS_CLIENT_LABEL = ("distilled client model f_i^(t,2)", r"distilled client model $f_i^{(t,2)}$")
+COSMOS_SELECTED_LABEL = (
+    "h_π(i) or f_i^(t,1), chosen on validation",
+    r"$h_{\pi(i)}$ or $f_i^{(t,1)}$, chosen on validation",
+)
 MB = 1e6  # bytes
 
 
@@ -176,14 +180,20 @@ def _row(algorithm: str, runs: list[Run], model: str, label: tuple[str, str]) ->
 
 def accuracy_rows(runset: RunSet) -> list[Row]:
     """The table's rows; COSMOS also gets rows for its client model after local training
-    f_i^(t,1) and its distilled client model f_i^(t,2)."""
+    f_i^(t,1), its distilled client model f_i^(t,2) and, with select_on_validation, the model
+    each client chose on its validation slice."""
     rows = []
     for algorithm, runs in runset.runs.items():
         model = str(runs[0].summary.get("reported_model", runs[0].records[-1]["primary_model"]))
         rows.append(_row(algorithm, runs, model, (model_label(model), model_label(model, True))))
         # COSMOS's other evaluation points, in protocol order: f_i^(t,1) (after local
         # fine-tuning, where the collaboration may show in the client's own model) and f_i^(t,2).
-        for point, label in (("local", COSMOS_LOCAL_LABEL), ("client_model", COSMOS_CLIENT_LABEL)):
+        points = (
+            ("local", COSMOS_LOCAL_LABEL),
+            ("client_model", COSMOS_CLIENT_LABEL),
+            ("selected", COSMOS_SELECTED_LABEL),  # with select_on_validation only
+        )
+        for point, label in points:
             present = all(point in r.records[-1]["mean_accuracy"] for r in runs)
             if algorithm == PROPOSED and model != point and present:
                 rows.append(_row(algorithm, runs, point, label))

@@ -246,10 +246,15 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     clients = []
     for cid in range(d.num_clients):
         tr, te = part.client_train[cid], part.client_test[cid]
+        tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
         learner = make_learner(names[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
         clients.append(
             Client(
-                cid, learner, (x_train[tr], dataset.y_train[tr]), (x_test[te], dataset.y_test[te])
+                cid,
+                learner,
+                (x_train[tr], dataset.y_train[tr]),
+                (x_test[te], dataset.y_test[te]),
+                validation=(x_train[va], dataset.y_train[va]) if len(va) else None,
             )
         )
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
@@ -263,6 +268,18 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
         options["public_probe"] = public_probe(dataset.y_train[part.public], part)
     algorithm = cls(**options)
     return Experiment(cfg, dataset, part, clients, x_train[part.public], algorithm, names)
+
+
+def validation_holdout(
+    indices: np.ndarray, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(training, validation) indices: a seeded `fraction` of a client's private samples, at
+    least one when fraction > 0 and never all of them."""
+    if fraction <= 0 or len(indices) < 2:
+        return indices, indices[:0]
+    count = min(max(1, round(fraction * len(indices))), len(indices) - 1)
+    order = np.random.default_rng(seed % 2**32).permutation(len(indices))
+    return np.sort(indices[order[count:]]), np.sort(indices[order[:count]])
 
 
 def public_probe(y_public: np.ndarray, part: Partition) -> Callable[..., dict[str, Any]]:

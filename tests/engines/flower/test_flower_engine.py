@@ -96,10 +96,15 @@ def test_discovery_maps_partition_ids_not_node_ids() -> None:
     assert fed.unconnected == []
 
 
-def test_loopback_cosmos_matches_the_in_process_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+SELECT = ["data.validation_fraction=0.25", "algorithm.select_on_validation=true"]
+
+
+@pytest.mark.parametrize("extra", [[], SELECT], ids=["paper", "select_on_validation"])
+def test_loopback_cosmos_matches_the_in_process_engine(tmp_path, extra) -> None:  # type: ignore[no-untyped-def]
     """Same seed and config: same clusters and per-client accuracies, through the real
-    ClientApp with its state kept in context.state (the learner is rebuilt each message)."""
-    cfg = load_config(None, SMALL)
+    ClientApp with its state kept in context.state (the learner is rebuilt each message).
+    With model selection, the validation measurements travel the same way (deferred)."""
+    cfg = load_config(None, SMALL + extra)
     sim = run_experiment(cfg, tmp_path / "sim", progress=False)
     grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
     fed = federation(cfg, grid)
@@ -113,6 +118,9 @@ def test_loopback_cosmos_matches_the_in_process_engine(tmp_path) -> None:  # typ
         assert ours["bytes_up"] == theirs["bytes_up"]
         assert ours["bytes_down"] == theirs["bytes_down"]
         assert ours["round_trips"] == 2  # metric-only requests ride along with others
+        assert ("selected" in ours["accuracy"]) == bool(extra)
+        assert ours.get("selection") == theirs.get("selection")
+        assert (ours.get("selection") is not None) == bool(extra)
         assert ours["missing"] == [] and ours["rejected"] == []
 
 

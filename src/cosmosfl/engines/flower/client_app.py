@@ -104,12 +104,14 @@ def load_state(state: RecordDict) -> Any | None:
 
 
 def evaluate_server_model(client: Client, item: codec.ServerEval) -> P.Reply:
-    """h_π(i) on client i's test split: rebuild the server model by registry name."""
+    """h_π(i) on client i's test split (or the split the item names): rebuild the server
+    model by registry name."""
     spec = dict(item.spec)
+    split = client.split(str(spec.pop("split", "test")))
     net = build_model(str(spec.pop("name")), **spec, seed=0)  # type: ignore[arg-type]
     net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in item.arrays.items()})
     learner = TorchLearner(net, num_classes=client.num_classes)
-    return P.Reply(P.EVALUATE, metrics=learner.evaluate(*client.test))
+    return P.Reply(P.EVALUATE, metrics=learner.evaluate(*split))
 
 
 def serve(client: Client, item: codec.Item) -> codec.ItemReply:

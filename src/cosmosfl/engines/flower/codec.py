@@ -28,7 +28,8 @@ CLIENT = "client"
 
 @dataclass(frozen=True)
 class ServerEval:
-    """Evaluate a server model (rebuilt from `spec` + `arrays`) on the client's test split.
+    """Evaluate a server model (rebuilt from `spec` + `arrays`) on the client's test split, or
+    on the split `spec["split"]` names ("validation", for model selection).
 
     A measurement for reporting (h_π(i) on client i's test data), not a protocol task: its
     bytes are counted apart from the protocol's.

@@ -185,16 +185,18 @@ class FlowerFederation:
             return dict(sorted(ticket.replies.items()))
         return PendingReplies(self, ticket)  # type: ignore[return-value]
 
-    def evaluate_server_models(self, models: Mapping[int, Learner]) -> dict[int, dict[str, float]]:
-        """h_π(i) on client i's test split: the model's weights (as they are now) travel to
-        client i in an evaluation-only item, counted as `eval_bytes_down`, not as protocol
-        traffic. Deferred like metric-only requests: the item joins the next message."""
+    def evaluate_server_models(
+        self, models: Mapping[int, Learner], split: str = "test"
+    ) -> dict[int, dict[str, float]]:
+        """h_π(i) on client i's test split (or `split`): the model's weights (as they are now)
+        travel to client i in an evaluation-only item, counted as `eval_bytes_down`, not as
+        protocol traffic. Deferred like metric-only requests: the item joins the next message."""
         ticket = _Ticket("server_eval", None, [])
         encoded: dict[int, codec.ServerEval | None] = {}
         targets = [cid for cid in sorted(models) if cid in self._nodes]
         for cid in targets:
             if id(models[cid]) not in encoded:
-                encoded[id(models[cid])] = _server_eval_item(models[cid])
+                encoded[id(models[cid])] = _server_eval_item(models[cid], split)
         if any(item is None for item in encoded.values()):
             self.log(
                 "a server model cannot be rebuilt on clients (only registry models can): "
@@ -370,11 +372,13 @@ class FlowerFederation:
         return record
 
 
-def _server_eval_item(learner: Learner) -> codec.ServerEval | None:
+def _server_eval_item(learner: Learner, split: str = "test") -> codec.ServerEval | None:
     model = getattr(learner, "model", None)
     spec = build_spec(model) if model is not None else None
     if spec is None:
         return None
+    if split != "test":
+        spec = {**spec, "split": split}
     arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}  # type: ignore[union-attr]
     return codec.ServerEval(spec, arrays)
 
