@@ -42,4 +42,11 @@ def consistency_loss(
             f"{', '.join(CONSISTENCY_TARGETS)}"
         )
     clean = logits_clean.detach() if target == "detached" else logits_clean
-    return kl_to_targets(logits_neighbour, F.softmax(clean, dim=1), weights)
+    # KL in log space on both sides. Through softmax(g(x)) the gradient of p·log p is
+    # log p + 1, which is -inf where a confident model's softmax underflows to exactly 0, and
+    # the softmax Jacobian's 0 there makes it NaN; log_softmax keeps every term finite.
+    log_p = F.log_softmax(clean, dim=1)
+    per_sample = (log_p.exp() * (log_p - F.log_softmax(logits_neighbour, dim=1))).sum(dim=1)
+    if weights is not None:
+        per_sample = per_sample * weights
+    return per_sample.sum() / logits_neighbour.shape[0]
