@@ -197,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cosmosfl.engines.progress import format_kb
     from cosmosfl.experiment.config import ConfigError
     from cosmosfl.experiment.runner import resume_experiment, run_experiment
+    from cosmosfl.experiment.summary import exclusion_warning
 
     if args.resume:
         given = [
@@ -248,6 +249,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"down {format_kb(b['down'])}"
     )
     print(f"  {s['seconds_per_round']:.1f} s per round; run directory: {out}")
+    warning = exclusion_warning(s)
+    if warning:
+        print(f"  {warning}")
     return 0
 
 

@@ -44,6 +44,7 @@ from cosmosfl.experiment.runner import (
     resume_experiment,
     run_experiment,
 )
+from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.tracking import Tracker, make_tracker
 
 # Same-named settings that are NOT carried over from the base algorithm section, and why.
@@ -272,6 +273,9 @@ def run_compare(
             f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "
             f"{result.mean_accuracy():.4f}"
         )
+        warning = exclusion_warning(getattr(result, "summary", {}))
+        if warning:
+            echo(f"[{i}/{total}] {warning}")
         ran.append(run)
     return CompareOutcome(plan, ran, skipped, write_report(plan.out))
 

@@ -56,6 +56,9 @@ def summarize(
             m: _sem(list(v.values())) for m, v in last["top5"].items()
         }
     summary["rejected_replies"] = sum(len(r.get("rejected", [])) for r in result.records)
+    excluded = excluded_in_final_round(result.records)
+    if excluded:
+        summary["excluded_in_final_round"] = {str(c): why for c, why in excluded.items()}
     if any("faults" in r for r in result.records):  # a run with injected faults
         counts: dict[str, int] = {}
         for r in result.records:
@@ -70,6 +73,28 @@ def summarize(
         summary["K"] = last.get("K")
         summary["threshold"] = last.get("threshold")
     return summary
+
+
+def excluded_in_final_round(records: list[dict[str, Any]]) -> dict[int, str]:
+    """Clients whose replies the server rejected in the last round, with the first reason: a
+    client whose model went non-finite stays excluded, and its accuracy is still in the mean."""
+    out: dict[int, str] = {}
+    for item in records[-1].get("rejected", []) if records else []:
+        out.setdefault(int(item["client"]), f"{item['task']}: {item['reason']}")
+    return dict(sorted(out.items()))
+
+
+def exclusion_warning(summary: dict[str, Any]) -> str | None:
+    """One line for the console when some clients were excluded at the end of a run."""
+    excluded = summary.get("excluded_in_final_round")
+    if not excluded:
+        return None
+    first = next(iter(excluded.values()))
+    return (
+        f"warning: {len(excluded)} client(s) excluded in the final round "
+        f"(clients {', '.join(excluded)}; first reason: {first}); "
+        "see `rejected` in metrics.jsonl"
+    )
 
 
 def write_run_directory(

@@ -51,6 +51,7 @@ from cosmosfl.experiment.config import (
     parse_override,
 )
 from cosmosfl.experiment.rundir import write_atomic
+from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.sweep_progress import SweepClock, SweepReporter
 
 SWEEP_FILE = "sweep.yaml"
@@ -342,6 +343,9 @@ def run_sweep(
             f"{tag} done: mean accuracy of {result.primary_model} "
             f"{result.mean_accuracy():.4f}  ({clock.status()})"
         )
+        warning = exclusion_warning(getattr(result, "summary", {}))
+        if warning:
+            echo(f"{tag} {warning}")
         ran.append(entry)
     return SweepOutcome(plan, ran, skipped, shared, write_ablation_report(plan.out))
 
