@@ -82,7 +82,7 @@ def plot_curves(runset: RunSet, path: str | Path) -> Path:
     ax.set_ylabel("mean client accuracy, Top-1 (%)")
     ax.set_xticks(np.arange(1, longest + 1, max(1, longest // 10)))
     ax.grid(alpha=0.3)
-    ax.set_title(f"{title_line(runset)}\nmean over seeds, band ± SEM", fontsize="medium")
+    fig.suptitle(f"{title_line(runset)}\nmean over seeds, band ± SEM", fontsize="medium")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, Path(path))
 
@@ -201,7 +201,9 @@ def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:
     ax.set_xlabel(axis_label(key))
     ax.set_ylabel("final-round mean client accuracy, Top-1 (%)")
     ax.grid(alpha=0.3)
-    ax.set_title(
+    # A figure title, not the axes': centred over the axes, a long one was cut off at the left
+    # edge once the legend took the right half of the figure.
+    fig.suptitle(
         f"accuracy against {key} — {title_line(sweep)}\n"
         "last round, mean over clients; mean over seeds, error bars ± SEM",
         fontsize="medium",
