@@ -15,7 +15,7 @@ from torch import nn
 
 from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_targets
 from cosmosfl.data.augment import Augmentation
-from cosmosfl.learners.base import Learner
+from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 FREEZE = ("", "head", "body")
@@ -174,9 +174,8 @@ class TorchLearner(Learner):
         - `teacher`, `kd_weight`, `kd_temperature`: add kd_weight·T²·KL(teacher_T ‖ student_T)
           on the same batch (pFedCK's mutual distillation between its two models).
         """
+        validate_fit_inputs(x, y, self.num_classes)
         xs, ys = self._tensor(x), self._tensor(y, torch.long)
-        if len(xs) != len(ys):
-            raise ValueError(f"x has {len(xs)} samples but y has {len(ys)}")
         if freeze not in FREEZE:
             raise ValueError(f"freeze {freeze!r}; allowed: {', '.join(map(repr, FREEZE))}")
         if not (math.isfinite(prox_mu) and prox_mu >= 0):
@@ -350,10 +349,9 @@ class TorchLearner(Learner):
         epochs: int = 1,
         lam: float = 0.0,
     ) -> dict[str, float]:
+        validate_distill_inputs(x, targets, weights, self.num_classes)
         xs, ts = self._tensor(x), self._tensor(targets)
         ws = None if weights is None else self._tensor(weights)
-        if len(xs) != len(ts):
-            raise ValueError(f"x has {len(xs)} samples but targets has {len(ts)}")
 
         def step() -> dict[str, float]:
             self.model.train()
