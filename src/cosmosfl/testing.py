@@ -357,10 +357,14 @@ def _check_state_round_trip(make, data: _Data, *, seed: int, epochs: int, **_: A
             "a learner built with another seed predicts differently after set_state(state): "
             "the state must hold everything that determines the predictions"
         )
-    other.fit(data.x, data.y, epochs=1)
-    if not np.allclose(other.predict_proba(data.public), continued, atol=SAME_ATOL, rtol=0):
+    # Resuming rebuilds the learner from the same settings (and seed), then loads the state.
+    resumed = make(seed)
+    resumed.set_state(copy.deepcopy(state))
+    resumed.fit(data.x, data.y, epochs=1)
+    if not np.allclose(resumed.predict_proba(data.public), continued, atol=SAME_ATOL, rtol=0):
         raise _Failed(
-            "training after set_state(state) differs from training the original learner on: "
+            "a learner built with the same seed, given set_state(state) and trained on, differs "
+            "from the original learner trained on: "
             "put the learner's random generator state in get_state too, so a resumed run "
             "equals an uninterrupted one"
         )

@@ -427,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.engines.simulation import ParticipationError
     from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.learners.torch import DeviceUnavailableError
     from cosmosfl.models import UnknownModelError
 
     args = parse_args(build_parser(), argv)
@@ -449,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         DatasetFormatError,
         PartitionError,
         UnknownModelError,
+        DeviceUnavailableError,
     ) as err:
         print(f"cosmosfl: error: {err}", file=sys.stderr)
         return 2

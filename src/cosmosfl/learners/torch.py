@@ -29,6 +29,10 @@ PRECISIONS = ("fp32", "bf16")
 NEIGHBOUR_BN = ("update", "frozen")
 
 
+class DeviceUnavailableError(ValueError):
+    """A device was requested that this machine does not have (a user error, not a bug)."""
+
+
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """'auto' picks CUDA, then MPS, then CPU; an unavailable explicit choice is a clear error."""
     name = str(device)
@@ -42,9 +46,15 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if base == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was requested but no CUDA device is available; use 'cpu'")
+        raise DeviceUnavailableError(
+            "device 'cuda' was requested but no CUDA device is available to torch "
+            f"{torch.__version__} (a CPU-only build, no driver, or CUDA_VISIBLE_DEVICES hides "
+            "the GPUs); use device=cpu"
+        )
     if base == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' was requested but MPS is not available; use 'cpu'")
+        raise DeviceUnavailableError(
+            "device 'mps' was requested but MPS is not available; use device=cpu"
+        )
     return torch.device(name)
 
 
