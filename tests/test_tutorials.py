@@ -186,6 +186,7 @@ def check_flower_command(line: str) -> None:
 def flower_tutorial(tmp_path, monkeypatch):
     pytest.importorskip("flwr", reason="the Flower tutorial needs `pip install .[flower]`")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PWD", str(tmp_path))  # the page's $PWD
     monkeypatch.setenv("FLWR_HOME", str(tmp_path / "flwr-home"))
     return tmp_path
 

@@ -1,14 +1,16 @@
 """Conformance checks for your own `Learner`, like scikit-learn's `check_estimator`.
 
 Run `check_learner` in your test suite on a learner you wrote (or on a `TorchLearner` wrapping
-your network) before putting it in a federation::
+your network) before putting it in a federation:
 
-    from cosmosfl.testing import check_learner
+```python
+from cosmosfl.testing import check_learner
 
-    def make(seed: int) -> MyLearner:
-        return MyLearner(seed=seed)
+def make(seed: int) -> MyLearner:
+    return MyLearner(seed=seed)
 
-    check_learner(make, input_shape=(1, 8, 8))
+check_learner(make, input_shape=(1, 8, 8))
+```
 
 Every check runs; if any fails, one `LearnerCheckError` (an AssertionError) lists each failure
 with what was observed and how to fix it.
