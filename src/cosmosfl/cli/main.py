@@ -167,16 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("dir", help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote")
 
-    part = sub.add_parser(
-        "partition",
-        help="show the per-client label distribution of a config",
-        description="One row per client: sizes and, when they fit the terminal, one column per "
-        "class; with more classes (Tiny ImageNet's 200), the classes each client holds and "
-        "its largest ones. --csv and --plot give the full client x class matrix.",
-    )
-    _add_config_args(part)
-    part.add_argument("--plot", help="also save a PNG of the distribution to this path")
-    part.add_argument("--csv", help="also write the full client x class count matrix as CSV")
+    from cosmosfl.cli import partition
+
+    partition.add_parser(sub, _add_config_args)
 
     show = sub.add_parser("show-config", help="print the fully resolved config")
     _add_config_args(show)
@@ -363,33 +356,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    import shutil
-    import textwrap
+    from cosmosfl.cli import partition
 
-    from cosmosfl.data import label_summary, label_table, plot_label_distribution, write_label_csv
-    from cosmosfl.experiment.runner import build_experiment
-
-    cfg = _load(args)
-    exp = build_experiment(cfg)
-    ds, names = exp.dataset, list(exp.dataset.classes)
-    width = max(shutil.get_terminal_size((120, 24)).columns, 60)
-    table = label_table(exp.partition, ds.y_train, ds.num_classes, names)
-    if max(map(len, table.splitlines())) <= width:
-        print(table)
-    else:
-        note = (
-            f"{ds.num_classes} classes do not fit in {width} columns, one per class: a summary "
-            "follows (the full matrix: --csv FILE or --plot FILE.png)"
-        )
-        print(textwrap.fill(note, width=width))
-        print(label_summary(exp.partition, ds.y_train, ds.num_classes, names, width=width))
-    if args.csv:
-        path = write_label_csv(exp.partition, ds.y_train, ds.num_classes, args.csv, names)
-        print(f"saved {path}")
-    if args.plot:
-        path = plot_label_distribution(exp.partition, ds.y_train, ds.num_classes, args.plot)
-        print(f"saved {path}")
-    return 0
+    return partition.run(args, _load(args))
 
 
 def cmd_flower(args: argparse.Namespace) -> int:
