@@ -6,13 +6,13 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.cosmosfl-installed
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint venv clean presets
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==$(TORCH_VERSION)
-	$(PY) -m pip install --quiet -e '.[dev,flower,fast,tensorboard,mlflow]'
+	$(PY) -m pip install --quiet -e '.[dev,docs,flower,fast,tensorboard,mlflow]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,6 +27,11 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check src tests
 	$(PY) -m ruff format --check src tests
+
+# The presets shipped in the package are copies of configs/ (a test fails when they differ).
+presets:
+	rm -f src/cosmosfl/presets/*.yaml
+	cp configs/*.yaml src/cosmosfl/presets/
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info src/*.egg-info

@@ -101,3 +101,13 @@ def test_too_few_clients_answering_is_one_line_exit_1(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert "clients answered task 'train_local'; min_participation = 0.5 needs 5" in err
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_a_device_this_machine_lacks_is_one_line(device, capsys, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    err = user_error(["run", f"device={device}", "rounds=1", "--out", str(tmp_path / "r")], capsys)
+    assert f"device '{device}' was requested but" in err and "use device=cpu" in err

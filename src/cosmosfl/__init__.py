@@ -5,14 +5,13 @@ The Python API in one import::
     from cosmosfl import Client, Cosmos, Local, SklearnLearner, TorchLearner, simulate
 
 Names are imported on first use, so `cosmosfl --help` does not pay for torch and scikit-learn.
+`cosmosfl.__version__` is the installed distribution's version (package metadata).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "ALGORITHMS": "cosmosfl.algorithms",
@@ -42,13 +41,35 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    __version__: str
     from cosmosfl.algorithms import ALGORITHMS, Algorithm, Cosmos, Local
     from cosmosfl.client import Client
     from cosmosfl.engines import SimulationResult, simulate
     from cosmosfl.learners import Learner, SklearnLearner, TorchLearner
 
 
+def _version() -> str:
+    """The installed distribution's version; in a checkout that is not installed (only `src` on
+    sys.path), the version pyproject.toml declares."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("cosmosfl")
+    except metadata.PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

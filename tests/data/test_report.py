@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosmosfl.data import dirichlet_split, label_table, paper_split, plot_label_distribution
+from cosmosfl.data import (
+    dirichlet_split,
+    label_summary,
+    label_table,
+    paper_split,
+    plot_label_distribution,
+    write_label_csv,
+)
 
 Y_TRAIN = np.random.default_rng(0).permutation(np.repeat(np.arange(10), 60))
 Y_TEST = np.repeat(np.arange(10), 20)
@@ -56,3 +63,76 @@ def test_plot_writes_a_png(tmp_path: Path, num_classes: int) -> None:
     assert out == tmp_path / "plots" / "labels.png"
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+# -- many classes: Tiny ImageNet's shape -------------------------------------------------------
+M200 = 200
+Y200_TRAIN = np.random.default_rng(2).permutation(np.repeat(np.arange(M200), 25))
+Y200_TEST = np.repeat(np.arange(M200), 5)
+NAMES200 = [f"n0{1440000 + 37 * c:07d}" for c in range(M200)]  # WordNet-id-like names
+
+
+def test_summary_of_200_classes_fits_and_adds_up() -> None:
+    p = paper_split(Y200_TRAIN, Y200_TEST, 10, seed=0)
+    assert max(map(len, label_table(p, Y200_TRAIN, M200, NAMES200).splitlines())) > 1000
+    summary = label_summary(p, Y200_TRAIN, M200, NAMES200, width=120)
+    lines = summary.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert lines[0].split()[:5] == ["client", "group", "n_train", "n_test", "classes"]
+    rows = _rows(summary)
+    assert set(rows) == {*(str(i) for i in range(10)), "public"}
+    counts = p.label_counts(Y200_TRAIN, M200)
+    for i in range(10):
+        row = rows[str(i)]
+        assert int(row[2]) == len(p.client_train[i]) and int(row[3]) == len(p.client_test[i])
+        assert int(row[4]) == int((counts[i] > 0).sum())
+        largest = int(np.argmax(counts[i]))  # ties: the lowest class id, as the summary does
+        share = 100 * counts[i, largest] / counts[i].sum()
+        assert row[5] == NAMES200[largest] and row[6].rstrip(",") == f"{share:.1f}%"
+    assert rows["public"][4] == "200"
+    assert len(label_summary(p, Y200_TRAIN, M200, width=60).splitlines()[2]) <= 60
+
+
+def test_csv_holds_the_full_matrix(tmp_path: Path) -> None:
+    import csv
+
+    p = paper_split(Y200_TRAIN, Y200_TEST, 10, seed=0)
+    out = write_label_csv(p, Y200_TRAIN, M200, tmp_path / "labels.csv", NAMES200)
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["client", "group", "n_train", "n_test", *NAMES200]
+    assert [r[0] for r in rows[1:]] == [*(str(i) for i in range(10)), "public"]
+    matrix = np.array([r[4:] for r in rows[1:]], dtype=int)
+    assert np.array_equal(matrix[:10], p.label_counts(Y200_TRAIN, M200))
+    assert np.array_equal(matrix.sum(axis=0), np.bincount(Y200_TRAIN))
+
+
+def test_cli_partition_of_200_classes_fits_120_columns(tmp_path: Path) -> None:
+    """`cosmosfl partition` end to end on a synthetic 200-class .npz (no real data needed)."""
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    npz = tmp_path / "tiny200.npz"
+    np.savez(
+        npz,
+        x_train=rng.integers(0, 255, (len(Y200_TRAIN), 8, 8, 3), dtype=np.uint8),
+        y_train=Y200_TRAIN.astype(np.int64),
+        x_test=rng.integers(0, 255, (len(Y200_TEST), 8, 8, 3), dtype=np.uint8),
+        y_test=Y200_TEST.astype(np.int64),
+        classes=np.array(NAMES200),
+    )
+    command = ["partition", f"data.dataset={npz}", "--csv", str(tmp_path / "m.csv")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cosmosfl.cli.main", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert "200 classes" in lines[0] and "--csv" in proc.stdout
+    assert any(line.startswith("public ") for line in lines)
+    assert (tmp_path / "m.csv").read_text().count("\n") == 12  # header, 10 clients, U

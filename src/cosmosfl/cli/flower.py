@@ -17,7 +17,8 @@ DESCRIPTION = """Run a cosmosfl config on Flower (needs `pip install 'cosmosfl[f
   app       write a Flower app directory (pyproject.toml) for a config, for `flwr run`
   simulate  run the config on Flower's simulation runtime (Ray), in this process
   local     start a SuperLink and one SuperNode per client on 127.0.0.1, run the config,
-            and stop every process it started (for testing a deployment on one machine)
+            and stop every process it started (for testing a deployment on one machine;
+            --tls --supernode-auth rehearse a secured one)
 
 All three write the run directory format of `cosmosfl run` (see docs/flower.md)."""
 
@@ -55,6 +56,16 @@ def add_parser(sub: Any, add_config_args: Any) -> None:
     local.add_argument("--work", help="folder for logs and Flower state (default: a temp dir)")
     local.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds before the run is abandoned"
+    )
+    local.add_argument(
+        "--tls",
+        action="store_true",
+        help="TLS on every connection to the SuperLink (throw-away certificates in --work)",
+    )
+    local.add_argument(
+        "--supernode-auth",
+        action="store_true",
+        help="admit only SuperNodes whose keys were registered (needs --tls)",
     )
     _add_timeouts(local)
 
@@ -119,6 +130,8 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
     nodes = args.supernodes or cfg.data.num_clients
     if nodes < 1:
         raise ConfigError(f"--supernodes must be >= 1, got {nodes}")
+    if args.supernode_auth and not args.tls:
+        raise ConfigError("--supernode-auth needs --tls (Flower authenticates SuperNodes over TLS)")
     work = Path(args.work or tempfile.mkdtemp(prefix="cosmosfl-flower-")).resolve()
     app_dir = write_app(work / "app", cfg, **_run_config(args, str(out))).parent
     shown = 0
@@ -132,7 +145,7 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
         shown = max(shown, len(lines))
 
     start = time.perf_counter()
-    deployment = LocalDeployment(work, nodes)
+    deployment = LocalDeployment(work, nodes, tls=args.tls, supernode_auth=args.supernode_auth)
     try:
         deployment.start()
         run_id = deployment.submit(app_dir)

@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 
 from cosmosfl import __version__
+from cosmosfl.cli import presets
 
 EPILOG = """examples:
   cosmosfl run                                   # COSMOS on scikit-learn digits (default config)
   cosmosfl run --config configs/cifar10-cpu.yaml --data-dir ../shared/data --out runs/c10
+  cosmosfl presets                               # the configs shipped with cosmosfl
+  cosmosfl run --preset cifar10-cpu --data-dir ../shared/data   # one of them, no file needed
   cosmosfl run rounds=3 algorithm.lam=1.0 data.num_clients=20
   cosmosfl run --resume runs/c10                 # continue an interrupted run
   cosmosfl run faults.dropout=0.3                # inject seeded faults (docs/reliability.md)
@@ -31,6 +34,7 @@ EPILOG = """examples:
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
+    presets.add_preset_arg(p)
     p.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
     p.add_argument(
         "overrides",
@@ -107,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "so re-running the command resumes. Ends with the report (see `cosmosfl report`).",
     )
     cmp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
+    presets.add_preset_arg(cmp)
     cmp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
     cmp.add_argument(
         "--algorithms",
@@ -131,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Ends with ablation-<key>.md and .png per key (see `cosmosfl report`).",
     )
     swp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
+    presets.add_preset_arg(swp)
     swp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
     swp.add_argument(
         "--grid",
@@ -161,12 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("dir", help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote")
 
-    part = sub.add_parser("partition", help="show the per-client label distribution of a config")
-    _add_config_args(part)
-    part.add_argument("--plot", help="also save a PNG of the distribution to this path")
+    from cosmosfl.cli import partition
+
+    partition.add_parser(sub, _add_config_args)
 
     show = sub.add_parser("show-config", help="print the fully resolved config")
     _add_config_args(show)
+
+    presets.add_parser(sub)
 
     from cosmosfl.cli import flower
 
@@ -190,7 +198,7 @@ def _load(args: argparse.Namespace):
     overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
-    return load_config(args.config, overrides)
+    return load_config(presets.config_source(args), overrides)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -201,7 +209,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.resume:
         given = [
-            f for f, v in (("--config", args.config), ("--data-dir", args.data_dir),
+            f for f, v in (("--config", args.config), ("--preset", args.preset),
+                           ("--data-dir", args.data_dir),
                            ("--out", args.out), ("--force", args.force),
                            ("key=value overrides", args.overrides)) if v
         ]  # fmt: skip
@@ -278,7 +287,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     from cosmosfl.experiment.config import read_config_file
 
-    raw = read_config_file(args.config) if args.config else {}
+    source = presets.config_source(args)
+    raw = read_config_file(source) if source else {}
     overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
@@ -304,7 +314,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import read_config_file
     from cosmosfl.experiment.sweep import parse_grid, plan_sweep, run_sweep
 
-    raw = read_config_file(args.config) if args.config else {}
+    source = presets.config_source(args)
+    raw = read_config_file(source) if source else {}
     overrides = list(args.overrides) + _tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
@@ -345,17 +356,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from cosmosfl.data import label_table, plot_label_distribution
-    from cosmosfl.experiment.runner import build_experiment
+    from cosmosfl.cli import partition
 
-    cfg = _load(args)
-    exp = build_experiment(cfg)
-    ds = exp.dataset
-    print(label_table(exp.partition, ds.y_train, ds.num_classes, list(ds.classes)))
-    if args.plot:
-        path = plot_label_distribution(exp.partition, ds.y_train, ds.num_classes, args.plot)
-        print(f"saved {path}")
-    return 0
+    return partition.run(args, _load(args))
 
 
 def cmd_flower(args: argparse.Namespace) -> int:
@@ -393,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.engines.simulation import ParticipationError
     from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.learners.torch import DeviceUnavailableError
     from cosmosfl.models import UnknownModelError
 
     args = parse_args(build_parser(), argv)
@@ -403,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": cmd_report,
         "partition": cmd_partition,
         "show-config": cmd_show_config,
+        "presets": presets.run,
         "flower": cmd_flower,
         "bench": cmd_bench,
     }
@@ -414,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         DatasetFormatError,
         PartitionError,
         UnknownModelError,
+        DeviceUnavailableError,
     ) as err:
         print(f"cosmosfl: error: {err}", file=sys.stderr)
         return 2

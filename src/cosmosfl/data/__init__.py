@@ -16,7 +16,12 @@ from cosmosfl.data.partition import (
     paper_split,
     pathological_split,
 )
-from cosmosfl.data.report import label_table, plot_label_distribution
+from cosmosfl.data.report import (
+    label_summary,
+    label_table,
+    plot_label_distribution,
+    write_label_csv,
+)
 from cosmosfl.data.sources import (
     DATASET_NAMES,
     DatasetFormatError,
@@ -42,6 +47,7 @@ __all__ = [
     "default_augmentation",
     "dirichlet_split",
     "iid_split",
+    "label_summary",
     "label_table",
     "load_dataset",
     "make_partition",
@@ -51,4 +57,5 @@ __all__ = [
     "prepare_images",
     "subsample",
     "train_augmentation_for",
+    "write_label_csv",
 ]

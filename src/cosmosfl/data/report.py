@@ -1,7 +1,9 @@
-"""Seeing a partition: a plain-text label table and a per-client label-distribution plot."""
+"""Seeing a partition: a plain-text label table (or, for many classes, a per-client summary),
+a CSV of the full client x class matrix and a per-client label-distribution plot."""
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,7 +11,10 @@ import numpy as np
 
 from cosmosfl.data.partition import Partition
 
-__all__ = ["label_table", "plot_label_distribution"]
+__all__ = ["label_summary", "label_table", "plot_label_distribution", "write_label_csv"]
+
+# At most this many of a client's largest classes in a summary row (fewer when they do not fit).
+SUMMARY_CLASSES = 5
 
 
 def label_table(
@@ -20,30 +25,111 @@ def label_table(
 ) -> str:
     """One row per client (id, group, n_train, n_test, count per class) plus the public set U.
 
-    U's row shows its true labels for inspection only; no algorithm ever sees them.
+    U's row shows its true labels for inspection only; no algorithm ever sees them. With many
+    classes the table is wider than a terminal: see `label_summary`.
     """
+    names = _class_names(num_classes, class_names)
+    rows = _matrix_rows(partition, y_train, num_classes)
+    header = ["client", "group", "n_train", "n_test", *names]
+    return _format_table(header, rows)
+
+
+def label_summary(
+    partition: Partition,
+    y_train: np.ndarray,
+    num_classes: int,
+    class_names: Sequence[str] | None = None,
+    *,
+    width: int = 120,
+) -> str:
+    """One row per client (and U) that fits in `width` characters, whatever the number of
+    classes: sizes, how many classes the client holds, and its largest classes with their share
+    of its training samples (as many as fit, at most SUMMARY_CLASSES)."""
     y = np.asarray(y_train)
     names = _class_names(num_classes, class_names)
     counts = partition.label_counts(y, num_classes)
-    header = ["client", "group", "n_train", "n_test", *names]
-    rows: list[list[str]] = []
+    public = np.bincount(y[partition.public], minlength=num_classes)
+    header = ["client", "group", "n_train", "n_test", "classes"]
+    fixed: list[list[str]] = []
     for i in range(partition.num_clients):
-        group = "-" if partition.client_group is None else str(int(partition.client_group[i]))
-        rows.append(
-            [
-                str(i),
-                group,
-                str(int(counts[i].sum())),
-                str(len(partition.client_test[i])),
-                *(str(int(v)) for v in counts[i]),
-            ]
-        )
+        fixed.append([*_sizes(partition, counts, i), str(int((counts[i] > 0).sum()))])
+    fixed.append(["public", "-", str(len(partition.public)), "-", str(int((public > 0).sum()))])
+    widths = [max(len(r[j]) for r in [header, *fixed]) for j in range(len(header))]
+    lead = len(_format_row(header, widths)) + 2
+    room = max(width - lead, 0)
+    lines = [
+        _format_row(header, widths) + "  largest classes (share of the row's samples)",
+        _format_row(["-" * n for n in widths], widths),
+    ]
+    for row, row_counts in zip(fixed, [*counts, public], strict=True):
+        lines.append(_format_row(row, widths) + "  " + _largest(row_counts, names, room))
+    return "\n".join(line.rstrip()[:width] for line in lines)
+
+
+def write_label_csv(
+    partition: Partition,
+    y_train: np.ndarray,
+    num_classes: int,
+    path: str | Path,
+    class_names: Sequence[str] | None = None,
+) -> Path:
+    """The full client x class count matrix as CSV (the rows of `label_table`, U's row last)."""
+    names = (
+        [str(c) for c in range(num_classes)]
+        if class_names is None
+        else [str(c) for c in class_names]
+    )
+    if len(names) != num_classes:
+        raise ValueError(f"class_names has {len(names)} names for {num_classes} classes")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["client", "group", "n_train", "n_test", *names])
+        writer.writerows(_matrix_rows(partition, y_train, num_classes))
+    return out
+
+
+def _sizes(partition: Partition, counts: np.ndarray, i: int) -> list[str]:
+    group = "-" if partition.client_group is None else str(int(partition.client_group[i]))
+    return [str(i), group, str(int(counts[i].sum())), str(len(partition.client_test[i]))]
+
+
+def _matrix_rows(partition: Partition, y_train: np.ndarray, num_classes: int) -> list[list[str]]:
+    y = np.asarray(y_train)
+    counts = partition.label_counts(y, num_classes)
+    rows = [
+        [*_sizes(partition, counts, i), *(str(int(v)) for v in counts[i])]
+        for i in range(partition.num_clients)
+    ]
     public_counts = np.bincount(y[partition.public], minlength=num_classes)
     rows.append(["public", "-", str(len(partition.public)), "-", *map(str, public_counts)])
+    return rows
+
+
+def _format_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[j]) for r in [header, *rows]) for j in range(len(header))]
     lines = [_format_row(header, widths), _format_row(["-" * n for n in widths], widths)]
     lines += [_format_row(r, widths) for r in rows]
     return "\n".join(lines)
+
+
+def _largest(counts: np.ndarray, names: Sequence[str], room: int) -> str:
+    """'name share%' of the largest classes, largest first, as many as fit in `room`."""
+    total = int(counts.sum())
+    if total == 0:
+        return "-"
+    order = np.argsort(-counts, kind="stable")[:SUMMARY_CLASSES]
+    parts: list[str] = []
+    for c in order:
+        if counts[c] == 0:
+            break
+        share = 100 * counts[c] / total
+        part = f"{names[c]} {share:.0f}%" if share >= 10 else f"{names[c]} {share:.1f}%"
+        if parts and len(", ".join([*parts, part])) > room:
+            break
+        parts.append(part)
+    return ", ".join(parts)
 
 
 def _class_names(num_classes: int, class_names: Sequence[str] | None) -> list[str]:

@@ -24,6 +24,35 @@ def accuracy_metrics(probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
     return out
 
 
+def validate_fit_inputs(x: np.ndarray, y: np.ndarray, num_classes: int) -> None:
+    """Raise ValueError unless `x` and `y` have as many samples and every label lies in
+    [0, num_classes): the checks a `fit` should make before training on anything."""
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} samples but y has {len(y)} labels")
+    labels = np.asarray(y)
+    if labels.ndim != 1:
+        raise ValueError(f"y must be 1-D class labels, got shape {labels.shape}")
+    if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(
+            f"labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]"
+        )
+
+
+def validate_distill_inputs(
+    x: np.ndarray, targets: np.ndarray, weights: np.ndarray | None, num_classes: int
+) -> None:
+    """Raise ValueError unless `targets` is (len(x), num_classes) and `weights`, when given,
+    is (len(x),): the checks a `distill` should make before training on anything."""
+    shape = np.shape(targets)
+    if shape != (len(x), num_classes):
+        raise ValueError(
+            f"targets must have shape (len(x), num_classes) = ({len(x)}, {num_classes}), "
+            f"got {shape}"
+        )
+    if weights is not None and np.shape(weights) != (len(x),):
+        raise ValueError(f"weights must have shape ({len(x)},), got {np.shape(weights)}")
+
+
 class Learner(ABC):
     """A client (or server) model behind a three-method contract.
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.learners.base import Learner
+from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
 
 class SklearnLearner(Learner):
@@ -56,6 +56,7 @@ class SklearnLearner(Learner):
         self.estimator = est
 
     def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
+        validate_fit_inputs(x, y, self.num_classes)
         xf, y = self._flat(x), np.asarray(y)
         self._private = (xf, y)
         self._refit(xf, y, None)
@@ -81,6 +82,7 @@ class SklearnLearner(Learner):
         epochs: int = 1,
         lam: float = 0.0,
     ) -> dict[str, float]:
+        validate_distill_inputs(x, targets, weights, self.num_classes)
         xu, targets = self._flat(x), np.asarray(targets)
         yu = targets.argmax(axis=1)
         wu = targets.max(axis=1) * self.public_weight

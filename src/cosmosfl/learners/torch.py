@@ -15,7 +15,7 @@ from torch import nn
 
 from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_targets
 from cosmosfl.data.augment import Augmentation
-from cosmosfl.learners.base import Learner
+from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 FREEZE = ("", "head", "body")
@@ -27,6 +27,10 @@ PRECISIONS = ("fp32", "bf16")
 # behaviour before this option existed), "frozen" restores them after the pass, so evaluation
 # uses statistics of clean inputs only. Batch statistics normalise the pass either way.
 NEIGHBOUR_BN = ("update", "frozen")
+
+
+class DeviceUnavailableError(ValueError):
+    """A device was requested that this machine does not have (a user error, not a bug)."""
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -42,9 +46,15 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if base == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was requested but no CUDA device is available; use 'cpu'")
+        raise DeviceUnavailableError(
+            "device 'cuda' was requested but no CUDA device is available to torch "
+            f"{torch.__version__} (a CPU-only build, no driver, or CUDA_VISIBLE_DEVICES hides "
+            "the GPUs); use device=cpu"
+        )
     if base == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' was requested but MPS is not available; use 'cpu'")
+        raise DeviceUnavailableError(
+            "device 'mps' was requested but MPS is not available; use device=cpu"
+        )
     return torch.device(name)
 
 
@@ -174,9 +184,8 @@ class TorchLearner(Learner):
         - `teacher`, `kd_weight`, `kd_temperature`: add kd_weight·T²·KL(teacher_T ‖ student_T)
           on the same batch (pFedCK's mutual distillation between its two models).
         """
+        validate_fit_inputs(x, y, self.num_classes)
         xs, ys = self._tensor(x), self._tensor(y, torch.long)
-        if len(xs) != len(ys):
-            raise ValueError(f"x has {len(xs)} samples but y has {len(ys)}")
         if freeze not in FREEZE:
             raise ValueError(f"freeze {freeze!r}; allowed: {', '.join(map(repr, FREEZE))}")
         if not (math.isfinite(prox_mu) and prox_mu >= 0):
@@ -350,10 +359,9 @@ class TorchLearner(Learner):
         epochs: int = 1,
         lam: float = 0.0,
     ) -> dict[str, float]:
+        validate_distill_inputs(x, targets, weights, self.num_classes)
         xs, ts = self._tensor(x), self._tensor(targets)
         ws = None if weights is None else self._tensor(weights)
-        if len(xs) != len(ts):
-            raise ValueError(f"x has {len(xs)} samples but targets has {len(ts)}")
 
         def step() -> dict[str, float]:
             self.model.train()

@@ -1,0 +1,441 @@
+"""Conformance checks for your own `Learner`, like scikit-learn's `check_estimator`.
+
+Run `check_learner` in your test suite on a learner you wrote (or on a `TorchLearner` wrapping
+your network) before putting it in a federation:
+
+```python
+from cosmosfl.testing import check_learner
+
+def make(seed: int) -> MyLearner:
+    return MyLearner(seed=seed)
+
+check_learner(make, input_shape=(1, 8, 8))
+```
+
+Every check runs; if any fails, one `LearnerCheckError` (an AssertionError) lists each failure
+with what was observed and how to fix it.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import random
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cosmosfl.core.protocol import PROBS, SIMPLEX_ATOL
+from cosmosfl.learners.base import Learner
+
+__all__ = ["LearnerCheckError", "LearnerCheckReport", "check_learner"]
+
+# Predictions of two learners that should be identical may differ by float rounding only.
+SAME_ATOL = 1e-5
+
+
+class LearnerCheckError(AssertionError):
+    """One or more conformance checks failed; `failures` maps each check to its message."""
+
+    def __init__(self, name: str, failures: dict[str, str]) -> None:
+        self.failures = failures
+        lines = [f"{name} failed {len(failures)} learner check(s):"]
+        lines += [f"- {check}: {message}" for check, message in failures.items()]
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class LearnerCheckReport:
+    """What `check_learner` ran: the checks that `passed`, and the `skipped` ones with why."""
+
+    learner: str
+    passed: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+class _Failed(Exception):
+    pass
+
+
+class _Skipped(Exception):
+    pass
+
+
+def check_learner(
+    learner: Learner | Callable[[int], Learner],
+    x: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    *,
+    input_shape: tuple[int, ...] = (1, 8, 8),
+    epochs: int = 3,
+    distill_epochs: int = 10,
+    seed: int = 0,
+) -> LearnerCheckReport:
+    """Check that a learner honours the `Learner` contract the engines rely on.
+
+    `learner` is an unfitted learner (copied for every check) or, better, a function
+    `seed -> Learner` that builds one, seeding everything random in it (weight initialisation
+    included) from `seed`. The data is `x`, `y` (labels in [0, num_classes)) or, when not
+    given, a small synthetic classification problem with inputs of `input_shape`.
+
+    Checks: the learner is a `Learner` with `num_classes`; `fit` returns metrics and learns;
+    `predict_proba` gives float (n, num_classes) rows on the simplex, also for one sample; the
+    same seed gives the same predictions after `fit` and `distill` whatever the global random
+    state; `distill` (with and without weights) moves predictions toward its targets; the
+    state from `get_state` restores the predictions and the continuation (as resuming a run
+    needs) and pickles; inputs are not modified; mismatched shapes raise ValueError.
+
+    Raises LearnerCheckError listing every failed check; returns a LearnerCheckReport.
+    """
+    make = _factory(learner)
+    with _global_rng_restored():
+        first = make(seed)
+        name = type(first).__name__
+        report = LearnerCheckReport(name)
+        failures: dict[str, str] = {}
+        try:
+            _check_is_learner(first)
+        except _Failed as err:
+            raise LearnerCheckError(name, {"is_learner": str(err)}) from None
+        data = _data(x, y, first.num_classes, input_shape, seed)
+        for check in _CHECKS:
+            try:
+                check(make, data, seed=seed, epochs=epochs, distill_epochs=distill_epochs)
+            except _Skipped as why:
+                report.skipped[check.__name__[7:]] = str(why)
+            except _Failed as err:
+                failures[check.__name__[7:]] = str(err)
+            except Exception as err:  # a crash inside a check is a failure of that check
+                failures[check.__name__[7:]] = f"raised {type(err).__name__}: {err}"
+            else:
+                report.passed.append(check.__name__[7:])
+    if failures:
+        raise LearnerCheckError(name, failures)
+    return report
+
+
+# -- set-up ------------------------------------------------------------------------------------
+@dataclass
+class _Data:
+    x: np.ndarray  # private training inputs
+    y: np.ndarray
+    public: np.ndarray  # unlabeled inputs for predict_proba and distill (U)
+    num_classes: int
+
+
+def _factory(learner: Learner | Callable[[int], Learner]) -> Callable[[int], Learner]:
+    if isinstance(learner, Learner):
+        template = copy.deepcopy(learner)
+        return lambda seed: copy.deepcopy(template)
+    if callable(learner):
+        return learner
+    raise TypeError(
+        f"check_learner takes a Learner or a function seed -> Learner, got {type(learner)}"
+    )
+
+
+def _data(
+    x: np.ndarray | None, y: np.ndarray | None, m: int, shape: tuple[int, ...], seed: int
+) -> _Data:
+    if (x is None) != (y is None):
+        raise ValueError("give both x and y, or neither (then synthetic data is used)")
+    if x is not None and y is not None:
+        x, y = np.asarray(x), np.asarray(y)
+        if len(x) != len(y) or len(x) < 4:
+            raise ValueError(f"x and y need the same length >= 4, got {len(x)} and {len(y)}")
+        rng = np.random.default_rng(seed)
+        public = x[rng.permutation(len(x))[: max(len(x) // 3, 2)]]
+        return _Data(x, y.astype(np.int64), public, m)
+    # Each class is a random prototype plus noise: learnable in a few epochs by any model.
+    rng = np.random.default_rng(seed)
+    prototypes = rng.normal(size=(m, *shape)).astype(np.float32)
+
+    def draw(per_class: int) -> tuple[np.ndarray, np.ndarray]:
+        labels = rng.permutation(np.repeat(np.arange(m), per_class))
+        noise = 0.3 * rng.normal(size=(len(labels), *shape))
+        return (prototypes[labels] + noise).astype(np.float32), labels.astype(np.int64)
+
+    xs, ys = draw(12)
+    public, _ = draw(6)
+    return _Data(xs, ys, public, m)
+
+
+@contextmanager
+def _global_rng_restored() -> Iterator[None]:
+    """The checks move the global random state on purpose; the caller gets theirs back."""
+    import torch
+
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+
+
+def _disturb_global_rng(k: int) -> None:
+    """Move every global random stream, so a learner that draws from them is not reproducible."""
+    import torch
+
+    random.seed(1000 + k)
+    np.random.seed(1000 + k)
+    torch.manual_seed(1000 + k)
+
+
+def _fitted(make: Callable[[int], Learner], data: _Data, seed: int, epochs: int) -> Learner:
+    learner = make(seed)
+    learner.fit(data.x, data.y, epochs=epochs)
+    return learner
+
+
+def _shifted_targets(probs: np.ndarray) -> np.ndarray:
+    """Soft targets that disagree with the predictions: each row's mass on the next class."""
+    m = probs.shape[1]
+    targets = np.full(probs.shape, 0.1 / m, dtype=np.float32)
+    targets[np.arange(len(probs)), (probs.argmax(axis=1) + 1) % m] += 0.9
+    return targets
+
+
+def _kl(targets: np.ndarray, probs: np.ndarray) -> float:
+    p = np.clip(probs.astype(np.float64), 1e-12, None)
+    return float(np.mean(np.sum(targets * (np.log(targets) - np.log(p)), axis=1)))
+
+
+def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+# -- the checks (each named check_<what>; the report uses <what>) -------------------------------
+def _check_is_learner(learner: Any) -> None:
+    if not isinstance(learner, Learner):
+        raise _Failed(
+            f"{type(learner).__name__} is not a cosmosfl.Learner: subclass "
+            "cosmosfl.learners.Learner and implement fit, predict_proba and distill"
+        )
+    m = getattr(learner, "num_classes", None)
+    if not isinstance(m, int | np.integer) or isinstance(m, bool) or m < 2:
+        raise _Failed(
+            f"num_classes is {m!r}: set self.num_classes to the number of classes (an int >= 2) "
+            "in __init__"
+        )
+
+
+def _check_fit_learns(make, data: _Data, *, seed: int, epochs: int, **_: Any) -> None:
+    learner = make(seed)
+    metrics = learner.fit(data.x, data.y, epochs=epochs)
+    if not isinstance(metrics, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int | float | np.number) for k, v in metrics.items()
+    ):
+        raise _Failed(
+            f"fit returned {metrics!r}: return a dict of metric name -> number (e.g. "
+            '{"loss": 0.3}; an empty dict is fine)'
+        )
+    top1 = float((learner.predict_proba(data.x).argmax(axis=1) == data.y).mean())
+    chance = 1.0 / data.num_classes
+    if top1 <= 1.5 * chance:
+        raise _Failed(
+            f"after fit({epochs} epochs) the training accuracy is {top1:.3f}, near chance "
+            f"({chance:.3f}): fit must train on (x, y); if it needs more epochs, pass "
+            "check_learner(..., epochs=N)"
+        )
+
+
+def _check_predict_proba(make, data: _Data, *, seed: int, epochs: int, **_: Any) -> None:
+    learner = _fitted(make, data, seed, epochs)
+    n, m = len(data.public), data.num_classes
+    for rows in (data.public, data.public[:1]):
+        probs = learner.predict_proba(rows)
+        if not isinstance(probs, np.ndarray):
+            raise _Failed(f"predict_proba returned {type(probs).__name__}: return a numpy array")
+        if probs.shape != (len(rows), m):
+            raise _Failed(
+                f"predict_proba on {len(rows)} samples returned shape {probs.shape}, expected "
+                f"({len(rows)}, num_classes={m}): one row per sample, one column per class "
+                "(also for classes the model never saw in training)"
+            )
+        if str(probs.dtype) not in PROBS.dtypes:
+            raise _Failed(
+                f"predict_proba returned dtype {probs.dtype}: return float32 (the protocol "
+                f"accepts {', '.join(PROBS.dtypes)})"
+            )
+        if not np.isfinite(probs).all() or (probs < 0).any():
+            raise _Failed("predict_proba returned NaN, inf or negative values: return softmax")
+        worst = float(np.abs(probs.astype(np.float64).sum(axis=1) - 1.0).max())
+        if worst > SIMPLEX_ATOL:
+            raise _Failed(
+                f"predict_proba rows sum to 1 ± {worst:.3g} (allowed ± {SIMPLEX_ATOL}): "
+                "normalise them (softmax of logits, or divide by the row sum)"
+            )
+    if n and not np.array_equal(
+        learner.predict_proba(data.public), learner.predict_proba(data.public)
+    ):
+        raise _Failed(
+            "two predict_proba calls on the same inputs differ: predict in evaluation mode "
+            "(model.eval(), no dropout or augmentation) and without training"
+        )
+
+
+def _check_seeded_determinism(
+    make, data: _Data, *, seed: int, epochs: int, distill_epochs: int
+) -> None:
+    runs = []
+    for k in range(2):
+        _disturb_global_rng(k)
+        learner = make(seed)
+        _disturb_global_rng(k + 10)
+        learner.fit(data.x, data.y, epochs=epochs)
+        after_fit = learner.predict_proba(data.public)
+        learner.distill(data.public, _shifted_targets(after_fit), epochs=distill_epochs)
+        runs.append((after_fit, learner.predict_proba(data.public)))
+    for step, a, b in (("fit", runs[0][0], runs[1][0]), ("distill", runs[0][1], runs[1][1])):
+        if not np.allclose(a, b, atol=SAME_ATOL, rtol=0):
+            raise _Failed(
+                f"two learners built with seed {seed} predict differently after the same {step} "
+                f"(max difference {_max_diff(a, b):.3g}) when the global random state differs: "
+                "seed the model's initialisation from the seed in your factory (e.g. "
+                "torch.manual_seed(seed) before building the network) and draw shuffling, "
+                "dropout and augmentation from a generator the learner owns (TorchLearner(..., "
+                "seed=seed) does), so results do not depend on the order clients are served in"
+            )
+
+
+def _check_distill_moves_toward_targets(
+    make, data: _Data, *, seed: int, epochs: int, distill_epochs: int
+) -> None:
+    for weighted in (False, True):
+        learner = _fitted(make, data, seed, epochs)
+        before = learner.predict_proba(data.public)
+        targets = _shifted_targets(before)
+        weights = np.ones(len(data.public), dtype=np.float32) if weighted else None
+        metrics = learner.distill(data.public, targets, weights, epochs=distill_epochs, lam=0.0)
+        if not isinstance(metrics, Mapping):
+            raise _Failed(f"distill returned {metrics!r}: return a dict of metric name -> number")
+        after = learner.predict_proba(data.public)
+        kl_before, kl_after = _kl(targets, before), _kl(targets, after)
+        if not kl_after < kl_before:
+            how = "with weights=1" if weighted else "without weights"
+            raise _Failed(
+                f"distill({distill_epochs} epochs, {how}) did not move predictions toward the "
+                f"targets: KL(targets || predictions) {kl_before:.4f} before, {kl_after:.4f} "
+                "after. distill must fit predict_proba(x) to the soft targets (e.g. minimise "
+                "KL); with a small learning rate pass check_learner(..., distill_epochs=N)"
+            )
+
+
+def _check_state_round_trip(make, data: _Data, *, seed: int, epochs: int, **_: Any) -> None:
+    learner = _fitted(make, data, seed, epochs)
+    try:
+        state = learner.get_state()
+    except NotImplementedError:
+        raise _Skipped(
+            "get_state is not implemented: runs with this learner cannot be checkpointed or "
+            "resumed (implement get_state/set_state to allow it)"
+        ) from None
+    saved = learner.predict_proba(data.public)
+    try:
+        pickle.dumps(state)
+    except Exception as err:
+        raise _Failed(
+            f"the state from get_state does not pickle ({type(err).__name__}: {err}): "
+            "checkpoints are pickles; return arrays, tensors and plain containers"
+        ) from None
+    learner.fit(data.x, data.y, epochs=1)
+    continued = learner.predict_proba(data.public)
+    learner.set_state(state)
+    if not np.allclose(learner.predict_proba(data.public), saved, atol=SAME_ATOL, rtol=0):
+        raise _Failed(
+            "set_state(get_state()) after more training does not restore the predictions: "
+            "get_state must return a copy (e.g. copy.deepcopy of the weights), not references "
+            "to the live model"
+        )
+    other = make(seed + 1)
+    other.set_state(copy.deepcopy(state))
+    if not np.allclose(other.predict_proba(data.public), saved, atol=SAME_ATOL, rtol=0):
+        raise _Failed(
+            "a learner built with another seed predicts differently after set_state(state): "
+            "the state must hold everything that determines the predictions"
+        )
+    # Resuming rebuilds the learner from the same settings (and seed), then loads the state.
+    resumed = make(seed)
+    resumed.set_state(copy.deepcopy(state))
+    resumed.fit(data.x, data.y, epochs=1)
+    if not np.allclose(resumed.predict_proba(data.public), continued, atol=SAME_ATOL, rtol=0):
+        raise _Failed(
+            "a learner built with the same seed, given set_state(state) and trained on, differs "
+            "from the original learner trained on: "
+            "put the learner's random generator state in get_state too, so a resumed run "
+            "equals an uninterrupted one"
+        )
+
+
+def _check_bad_shapes_raise(make, data: _Data, *, seed: int, epochs: int, **_: Any) -> None:
+    m, xp = data.num_classes, data.public
+    good = np.full((len(xp), m), 1.0 / m, dtype=np.float32)
+    cases: list[tuple[str, Callable[[Learner], Any]]] = [
+        ("fit(x, y[:-1])", lambda lr: lr.fit(data.x, data.y[:-1], epochs=1)),
+        ("fit(x, y + num_classes)", lambda lr: lr.fit(data.x, data.y + m, epochs=1)),
+        ("distill(x, targets[:-1])", lambda lr: lr.distill(xp, good[:-1], epochs=1)),
+        (
+            "distill(x, targets with num_classes + 1 columns)",
+            lambda lr: lr.distill(xp, np.full((len(xp), m + 1), 1 / (m + 1), np.float32)),
+        ),
+        (
+            "distill(x, targets, weights[:-1])",
+            lambda lr: lr.distill(xp, good, np.ones(len(xp) - 1, np.float32), epochs=1),
+        ),
+    ]
+    for call, run in cases:
+        learner = _fitted(make, data, seed, epochs)
+        try:
+            run(learner)
+        except ValueError:
+            continue
+        except Exception as err:
+            raise _Failed(
+                f"{call} raised {type(err).__name__} ({err}) instead of ValueError: check "
+                "shapes first (cosmosfl.learners.validate_fit_inputs / validate_distill_inputs) "
+                "so the error names the shapes"
+            ) from None
+        raise _Failed(
+            f"{call} did not raise: check shapes before training (cosmosfl.learners."
+            "validate_fit_inputs / validate_distill_inputs raise a ValueError naming them)"
+        )
+
+
+def _check_inputs_unchanged(
+    make, data: _Data, *, seed: int, epochs: int, distill_epochs: int
+) -> None:
+    x, y, public = data.x.copy(), data.y.copy(), data.public.copy()
+    learner = make(seed)
+    learner.fit(data.x, data.y, epochs=1)
+    targets = _shifted_targets(learner.predict_proba(data.public))
+    kept = targets.copy()
+    weights = np.ones(len(public), dtype=np.float32)
+    learner.distill(data.public, targets, weights, epochs=1)
+    for what, now, before in (
+        ("x", data.x, x),
+        ("y", data.y, y),
+        ("the public inputs", data.public, public),
+        ("targets", targets, kept),
+        ("weights", weights, np.ones(len(public), dtype=np.float32)),
+    ):
+        if not np.array_equal(now, before):
+            raise _Failed(
+                f"{what} changed during fit/predict_proba/distill: copy arrays before "
+                "modifying them (the engine passes the client's own data)"
+            )
+
+
+_CHECKS = (
+    _check_fit_learns,
+    _check_predict_proba,
+    _check_seeded_determinism,
+    _check_distill_moves_toward_targets,
+    _check_state_round_trip,
+    _check_bad_shapes_raise,
+    _check_inputs_unchanged,
+)

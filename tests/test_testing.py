@@ -1,0 +1,255 @@
+"""cosmosfl.testing.check_learner: our learners pass it, and each broken learner fails the one
+check that catches its fault, with a message that says how to fix it."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from torch import nn
+
+from cosmosfl import Learner, SklearnLearner, TorchLearner
+from cosmosfl.learners import validate_distill_inputs, validate_fit_inputs
+from cosmosfl.testing import LearnerCheckError, check_learner
+
+ALL_CHECKS = [
+    "fit_learns",
+    "predict_proba",
+    "seeded_determinism",
+    "distill_moves_toward_targets",
+    "state_round_trip",
+    "bad_shapes_raise",
+    "inputs_unchanged",
+]
+
+
+def make_torch(seed: int) -> TorchLearner:
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    return TorchLearner(net, seed=seed)
+
+
+def test_torch_learner_passes_every_check():
+    report = check_learner(make_torch)
+    assert report.learner == "TorchLearner"
+    assert report.passed == ALL_CHECKS and not report.skipped
+
+
+def test_an_instance_is_copied_for_every_check():
+    learner = make_torch(0)
+    before = copy.deepcopy(learner.model.state_dict())
+    report = check_learner(learner)
+    assert report.passed == ALL_CHECKS
+    after = learner.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # never trained itself
+
+
+def test_torch_learner_with_a_cnn_on_user_data():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 10)
+    x = (rng.normal(size=(4, 3, 8, 8))[y] + 0.2 * rng.normal(size=(40, 3, 8, 8))).astype(np.float32)
+
+    def make(seed: int) -> TorchLearner:
+        torch.manual_seed(seed)
+        net = nn.Sequential(
+            nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(288, 4)
+        )
+        return TorchLearner(net, seed=seed, distill_lr=1e-3, batch_size=8)
+
+    assert check_learner(make, x, y).passed == ALL_CHECKS
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [LogisticRegression(max_iter=300), RandomForestClassifier(n_estimators=5, random_state=0)],
+)
+def test_sklearn_learner_passes_every_check(estimator):
+    report = check_learner(SklearnLearner(estimator, num_classes=10))
+    assert report.learner == "SklearnLearner" and report.passed == ALL_CHECKS
+
+
+def test_an_unseeded_random_forest_is_caught():
+    learner = SklearnLearner(RandomForestClassifier(n_estimators=5), num_classes=10)
+    with pytest.raises(LearnerCheckError) as err:
+        check_learner(learner)
+    assert "seeded_determinism" in err.value.failures
+    assert "predict differently after the same fit" in err.value.failures["seeded_determinism"]
+
+
+def test_global_random_state_is_restored():
+    np.random.seed(7)
+    torch.manual_seed(7)
+    expected = np.random.rand(), torch.rand(1).item()
+    np.random.seed(7)
+    torch.manual_seed(7)
+    check_learner(SklearnLearner(LogisticRegression(max_iter=300), num_classes=10))
+    assert (np.random.rand(), torch.rand(1).item()) == expected
+
+
+# -- a small correct custom learner, and broken variants of it -----------------------------------
+class Softmax(Learner):
+    """Multinomial logistic regression by full-batch gradient descent, seeded."""
+
+    def __init__(self, num_classes: int = 10, seed: int = 0, lr: float = 0.5) -> None:
+        self.num_classes, self.lr = num_classes, lr
+        self.rng = np.random.default_rng(seed)
+        self.w: np.ndarray | None = None
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        return x.reshape(len(x), -1) @ self.w
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return self._probs(x)
+
+    def _probs(self, x: np.ndarray) -> np.ndarray:
+        if self.w is None:
+            self.w = 0.01 * self.rng.normal(size=(int(np.prod(x.shape[1:])), self.num_classes))
+        z = self._logits(x)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    def _step(self, x: np.ndarray, targets: np.ndarray, epochs: int) -> None:
+        for _ in range(epochs * 5):
+            grad = x.reshape(len(x), -1).T @ (self._probs(x) - targets) / len(x)
+            self.w = self.w - self.lr * grad
+
+    def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
+        validate_fit_inputs(x, y, self.num_classes)
+        self._step(x, np.eye(self.num_classes)[y], epochs)
+        return {"epochs": float(epochs)}
+
+    def distill(
+        self,
+        x: np.ndarray,
+        targets: np.ndarray,
+        weights: np.ndarray | None = None,
+        *,
+        epochs: int = 1,
+        lam: float = 0.0,
+    ) -> dict[str, float]:
+        validate_distill_inputs(x, targets, weights, self.num_classes)
+        self._step(x, targets, epochs)
+        return {}
+
+    def get_state(self) -> Any:
+        return {"w": None if self.w is None else self.w.copy(), "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: Any) -> None:
+        self.w = None if state["w"] is None else state["w"].copy()
+        self.rng.bit_generator.state = state["rng"]
+
+
+class Logits(Softmax):
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return np.log(super().predict_proba(x) + 1e-3)
+
+
+class GlobalRandom(Softmax):
+    def __init__(self, num_classes: int = 10, seed: int = 0) -> None:
+        super().__init__(num_classes, seed)
+        self.rng = np.random.default_rng(np.random.randint(1 << 30))  # ignores its seed
+
+
+class NoDistill(Softmax):
+    def distill(self, x, targets, weights=None, *, epochs=1, lam=0.0):
+        return {}
+
+
+class SharedState(Softmax):
+    def _step(self, x: np.ndarray, targets: np.ndarray, epochs: int) -> None:
+        for _ in range(epochs * 5):
+            grad = x.reshape(len(x), -1).T @ (self._probs(x) - targets) / len(x)
+            self.w -= self.lr * grad  # in place: get_state's reference sees every update
+
+    def get_state(self) -> Any:
+        return {"w": self.w, "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: Any) -> None:
+        self.w = state["w"]
+        self.rng.bit_generator.state = state["rng"]
+
+
+class NoChecks(Softmax):
+    def fit(self, x, y, *, epochs=1):
+        self._step(x, np.eye(self.num_classes)[np.clip(y, 0, self.num_classes - 1)], epochs)
+        return {}
+
+
+class NoCheckpoints(Softmax):
+    def get_state(self) -> Any:
+        return Learner.get_state(self)
+
+
+class Mutating(Softmax):
+    def fit(self, x, y, *, epochs=1):
+        out = super().fit(x, y, epochs=epochs)
+        x *= 1.0001  # scales the caller's array in place
+        return out
+
+
+class WrongWidth(Softmax):
+    def predict_proba(self, x):
+        return super().predict_proba(x)[:, :-1]
+
+
+def seeded(cls: type[Softmax]):
+    return lambda seed: cls(seed=seed)
+
+
+def test_a_correct_custom_learner_passes():
+    assert check_learner(seeded(Softmax)).passed == ALL_CHECKS
+
+
+@pytest.mark.parametrize(
+    ("cls", "check", "advice"),
+    [
+        (Logits, "predict_proba", "NaN, inf or negative"),
+        (WrongWidth, "predict_proba", "expected (60, num_classes=10)"),
+        (GlobalRandom, "seeded_determinism", "generator the learner owns"),
+        (NoDistill, "distill_moves_toward_targets", "did not move predictions toward"),
+        (SharedState, "state_round_trip", "must return a copy"),
+        (NoChecks, "bad_shapes_raise", "fit(x, y + num_classes) did not raise"),
+        (Mutating, "inputs_unchanged", "x changed"),
+    ],
+)
+def test_each_fault_fails_its_check(cls, check, advice):
+    with pytest.raises(LearnerCheckError) as err:
+        check_learner(seeded(cls))
+    assert check in err.value.failures, err.value
+    assert advice in err.value.failures[check]
+    assert f"- {check}: " in str(err.value) and isinstance(err.value, AssertionError)
+
+
+def test_learner_without_checkpoints_is_reported_as_skipped():
+    report = check_learner(seeded(NoCheckpoints))
+    assert "state_round_trip" not in report.passed
+    assert "cannot be checkpointed" in report.skipped["state_round_trip"]
+
+
+def test_not_a_learner_and_bad_num_classes():
+    with pytest.raises(LearnerCheckError, match="is not a cosmosfl"):
+        check_learner(lambda seed: object())  # type: ignore[arg-type, return-value]
+    with pytest.raises(LearnerCheckError, match="num_classes is 1"):
+        check_learner(lambda seed: Softmax(num_classes=1))
+    with pytest.raises(ValueError, match="give both x and y"):
+        check_learner(seeded(Softmax), np.zeros((8, 64), np.float32))
+
+
+def test_our_learners_reject_bad_shapes_with_the_shapes():
+    x = np.zeros((6, 1, 8, 8), np.float32)
+    for learner in (make_torch(0), SklearnLearner(LogisticRegression(), num_classes=10)):
+        with pytest.raises(ValueError, match="x has 6 samples but y has 5 labels"):
+            learner.fit(x, np.zeros(5, np.int64))
+        with pytest.raises(ValueError, match=r"labels must lie in \[0, 10\), got \[0, 10\]"):
+            learner.fit(x, np.array([0, 1, 2, 3, 4, 10]))
+        with pytest.raises(
+            ValueError, match=r"targets must have shape .* = \(6, 10\), got \(6, 11\)"
+        ):
+            learner.distill(x, np.full((6, 11), 1 / 11, np.float32))
+        with pytest.raises(ValueError, match=r"weights must have shape \(6,\), got \(5,\)"):
+            learner.distill(x, np.full((6, 10), 0.1, np.float32), np.ones(5, np.float32))

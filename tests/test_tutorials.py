@@ -1,0 +1,253 @@
+"""The tutorials in docs/tutorials do what they say: every Python block runs, in order, as one
+script; every shell command runs or is checked as the page says (tests/test_readme.py does
+the same for README's example)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosmosfl.cli.main import _load, build_parser, main, parse_args
+
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIALS = ROOT / "docs" / "tutorials"
+EXTRAS = set(
+    tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+)
+ALL_CHECKS = [
+    "fit_learns",
+    "predict_proba",
+    "seeded_determinism",
+    "distill_moves_toward_targets",
+    "state_round_trip",
+    "bad_shapes_raise",
+    "inputs_unchanged",
+]
+
+
+def blocks(page: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", (TUTORIALS / page).read_text(), flags=re.S)
+
+
+def commands(page: str) -> list[str]:
+    """The shell commands of a page's bash blocks, continuation lines joined."""
+    lines = []
+    for block in blocks(page, "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = " ".join(line.split())
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def run_python(page: str) -> dict:
+    namespace: dict = {"__name__": "__tutorial__"}
+    for block in blocks(page, "python"):
+        exec(compile(block, str(TUTORIALS / page), "exec"), namespace)
+    return namespace
+
+
+def check_pip(line: str) -> None:
+    """`pip install` lines are not run here (they would install); their extras must exist."""
+    assert line.startswith("pip install "), line
+    for extras in re.findall(r"cosmosfl\[([a-z,]+)\]", line):
+        assert set(extras.split(",")) <= EXTRAS, line
+
+
+def cosmosfl_in_process(line: str, capsys) -> tuple[int, str, str]:
+    argv = shlex.split(os.path.expandvars(line))
+    assert argv[0] == "cosmosfl", line
+    code = main(argv[1:])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- bring your own model ------------------------------------------------------------------------
+def test_own_model_tutorial(tmp_path, monkeypatch, capsys):
+    assert not blocks("own-model.md", "bash")
+    monkeypatch.chdir(tmp_path)
+    ns = run_python("own-model.md")
+    assert ns["report"].passed == ALL_CHECKS and not ns["report"].skipped
+    kinds = {type(c.learner).__name__ for c in ns["clients"]}
+    assert kinds == {"TorchLearner", "SklearnLearner", "NumpySoftmax"}
+    result = ns["result"]
+    assert set(result.clusters) == set(range(10)) and len(result.records) == 2
+    assert result.mean_accuracy() > 0.6 and result.mean_accuracy("client_model") > 0.6
+    out = capsys.readouterr().out
+    assert "two learners built with seed 0 predict differently" in out  # the unseeded forest
+    assert (tmp_path / "runs" / "own-model" / "summary.json").is_file()
+    # the learner passes when its own tests call check_learner on it with user data
+    from cosmosfl.testing import check_learner
+
+    x, y = ns["x_train"][:200], ns["ds"].y_train[:200]
+    assert check_learner(lambda seed: ns["NumpySoftmax"](10, seed=seed), x, y).passed == ALL_CHECKS
+
+
+# -- reproduce the paper on a GPU ----------------------------------------------------------------
+def synthetic_cifar10(folder: Path) -> Path:
+    """A stand-in for cifar10.npz with CIFAR-10's shapes: 600 training and 250 test images."""
+    rng = np.random.default_rng(0)
+    prototypes = rng.integers(0, 256, (10, 32, 32, 3))
+
+    def images(labels: np.ndarray) -> np.ndarray:
+        noisy = prototypes[labels] + rng.normal(0, 40, (len(labels), 32, 32, 3))
+        return np.clip(noisy, 0, 255).astype(np.uint8)
+
+    y_train, y_test = np.arange(600) % 10, np.arange(250) % 10
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        folder / "cifar10.npz",
+        x_train=images(y_train),
+        y_train=y_train.astype(np.int64),
+        x_test=images(y_test),
+        y_test=y_test.astype(np.int64),
+    )
+    return folder
+
+
+def test_paper_on_gpu_tutorial(tmp_path, monkeypatch, capsys):
+    """Every command runs on a CPU with synthetic data; `device=cuda` runs and comparisons stop
+    at the device check, after their preset, config and data were checked."""
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATA", str(synthetic_cifar10(tmp_path / "data")))
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    lines = commands("paper-on-gpu.md")
+    seen = set()
+    for line in lines:
+        if line.startswith("pip install"):
+            check_pip(line)
+            continue
+        if line.startswith("export DATA="):
+            continue  # the test's DATA: the synthetic stand-in
+        if line.startswith("python -c"):
+            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+            proc = subprocess.run(line, shell=True, capture_output=True, text=True, env=env)
+            assert proc.returncode == 0 and proc.stdout.strip() in ("True", "False"), proc.stderr
+            continue
+        code, out, err = cosmosfl_in_process(line, capsys)
+        command = line.split()[1]
+        seen.add(command)
+        if "device=cuda" in line and command in ("run", "compare"):
+            assert code == 2 and "no CUDA device is available" in err, (line, err)
+            if command == "compare":
+                assert "cosmos" in out and "fedmd" in out  # the plan was printed and valid
+        else:
+            assert code == 0, (line, err)
+    assert seen == {"presets", "show-config", "partition", "run", "compare"}
+    assert (tmp_path / "split.png").stat().st_size > 1000
+    ns = run_python("paper-on-gpu.md")
+    summary = ns["summary"]
+    assert summary["reported_model"] == "cluster_model" and summary["rounds"] == 1
+    assert summary["num_clients"] == 25 and summary["dataset"] == "cifar10"
+    config = (tmp_path / "runs" / "rehearsal" / "config.yaml").read_text()
+    assert "mobilenetv2" in config and "squeezenet" in config and "server_model: vgg16" in config
+
+
+# -- Flower with TLS -----------------------------------------------------------------------------
+@functools.cache
+def flower_help(*program: str) -> str:
+    bin_dir = Path(sys.executable).parent
+    proc = subprocess.run(
+        [str(bin_dir / program[0]), *program[1:], "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200", "FLWR_HOME": os.environ.get("FLWR_HOME", "/tmp")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def check_flower_command(line: str) -> None:
+    """Flower's programs are not started here: each option the page gives must be one that
+    program (or `flwr` subcommand) accepts."""
+    argv = shlex.split(line)
+    program = tuple(argv[:3]) if argv[0] == "flwr" and argv[1] == "supernode" else tuple(argv[:1])
+    if argv[0] == "flwr" and argv[1] != "supernode":
+        program = tuple(argv[:2])
+    text = flower_help(*program)
+    for option in (a.split("=")[0] for a in argv if a.startswith("--")):
+        assert re.search(rf"{re.escape(option)}\b", text), f"{' '.join(program)} has no {option}"
+
+
+@pytest.fixture
+def flower_tutorial(tmp_path, monkeypatch):
+    pytest.importorskip("flwr", reason="the Flower tutorial needs `pip install .[flower]`")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PWD", str(tmp_path))  # the page's $PWD
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path / "flwr-home"))
+    return tmp_path
+
+
+def test_flower_tls_tutorial(flower_tutorial, capsys):
+    from cryptography import x509
+
+    tmp = flower_tutorial
+    ns = run_python("flower-tls.md")
+    ca = x509.load_pem_x509_certificate((tmp / "certificates" / "ca.crt").read_bytes())
+    server = ns["server"]
+    server.verify_directly_issued_by(ca)  # signed by the CA the clients trust
+    names = {str(n.value) for n in ns["names"]}
+    assert {"superlink.example.org", "192.0.2.10"} <= names
+    assert oct((tmp / "certificates" / "server.key").stat().st_mode & 0o777) == "0o600"
+    assert len(list((tmp / "keys").glob("supernode-*.pub"))) == 10
+    printed = capsys.readouterr().out
+    assert "supernode-0 ecdsa-sha2-nistp384" in printed
+
+    (toml,) = blocks("flower-tls.md", "toml")
+    connection = tomllib.loads(toml)["superlink"]
+    assert connection["default"] == "secure" and "insecure" not in connection["secure"]
+    assert connection["secure"]["address"].endswith(":9093")
+
+    seen = set()
+    for line in commands("flower-tls.md"):
+        if line.startswith("pip install"):
+            check_pip(line)
+        elif line.startswith("export "):
+            assert all("=" in a for a in shlex.split(line)[1:])
+        elif line.startswith("cosmosfl flower local"):
+            # a deployment: run by the slow test below; here parsed and its config validated
+            args = parse_args(build_parser(), shlex.split(line)[1:])
+            assert args.tls and args.supernode_auth and _load(args).data.num_clients == 2
+            seen.add("local")
+        elif line.startswith("cosmosfl "):
+            code, _, err = cosmosfl_in_process(line, capsys)
+            assert code == 0, err
+            seen.add(line.split()[2])
+        else:
+            check_flower_command(line)
+            seen.add(line.split()[0] if line.startswith("flower") else " ".join(line.split()[:2]))
+    assert seen == {
+        "local",
+        "app",
+        "flower-superlink",
+        "flwr supernode",
+        "flower-supernode",
+        "flwr run",
+    }
+    app = (tmp / "my-app" / "pyproject.toml").read_text()
+    assert f'out = "{tmp}/runs/tls-demo"' in app
+    assert "cosmosfl.engines.flower.server_app:app" in app
+
+
+@pytest.mark.slow
+def test_flower_tls_rehearsal_runs(flower_tutorial, capsys):
+    """The one-machine rehearsal, exactly as the page gives it (minutes: Flower processes)."""
+    (line,) = [c for c in commands("flower-tls.md") if c.startswith("cosmosfl flower local")]
+    code, out, err = cosmosfl_in_process(line, capsys)
+    assert code == 0, err
+    assert "finished:completed" in out
+    assert (flower_tutorial / "runs" / "tls-rehearsal" / "summary.json").is_file()
+    assert (flower_tutorial / "tls-work" / "keys" / "supernode-1.pub").is_file()
