@@ -27,7 +27,6 @@ from cosmosfl.algorithms.base import (
     RoundRecord,
     ServerLearnerFactory,
     deferred,
-    derive_seed,
     evaluate_clients,
     iter_clusters,
     reply_metrics,
@@ -48,6 +47,7 @@ from cosmosfl.core.clustering import (
     greedy_clustering,
     pairwise_distances,
 )
+from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner

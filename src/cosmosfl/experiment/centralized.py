@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from cosmosfl.algorithms.base import RoundRecord, derive_seed
+from cosmosfl.algorithms.base import RoundRecord
+from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.simulation import SimulationResult
 from cosmosfl.experiment.config import ConfigError

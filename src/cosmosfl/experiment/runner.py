@@ -12,9 +12,10 @@ import numpy as np
 import torch
 import yaml
 
-from cosmosfl.algorithms.base import Algorithm, derive_seed
+from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.client import Client
+from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import (
     ImageDataset,
     Partition,
