@@ -33,7 +33,6 @@ from cosmosfl.algorithms.base import (
     train_local_with_pretraining,
 )
 from cosmosfl.algorithms.selection import select_on_validation
-from cosmosfl.client import CLIENT_WEIGHTS
 from cosmosfl.core import codecs, l1_kernel, linkage
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
@@ -217,7 +216,7 @@ class Cosmos(Algorithm):
             raise ValueError(f"target_clusters must be >= 1, got {self.target_clusters}")
         _choice("distance", self.distance, DISTANCES)
         _choice("aggregation", self.aggregation, AGGREGATIONS)
-        _choice("client_weights", self.client_weights, CLIENT_WEIGHTS)
+        _choice("client_weights", self.client_weights, P.CLIENT_WEIGHTS)
         _choice("threshold_search", self.threshold_search, THRESHOLD_SEARCHES)
         _choice("distance_backend", self.distance_backend, DISTANCE_BACKENDS)
         if self.distance_backend == "numba" and not l1_kernel.available():
