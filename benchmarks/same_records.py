@@ -76,6 +76,7 @@ def run_all(tree: Path, out: Path, algorithms: list[str], rounds: int) -> dict[s
     import yaml
 
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    out.mkdir(parents=True)
     written = {}
     for name in algorithms:
         run_dir = out / name
