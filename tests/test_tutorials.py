@@ -239,7 +239,7 @@ def test_flower_tls_tutorial(flower_tutorial, capsys):
     }
     app = (tmp / "my-app" / "pyproject.toml").read_text()
     assert f'out = "{tmp}/runs/tls-demo"' in app
-    assert "cosmosfl.engines.flower.server_app:app" in app
+    assert "cosmosfl.apps.flower.server_app:app" in app
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ _EXPORTS = {
     "Cosmos": "cosmosfl.algorithms",
     "Local": "cosmosfl.algorithms",
     "Client": "cosmosfl.client",
-    "SimulationResult": "cosmosfl.engines",
-    "simulate": "cosmosfl.engines",
+    "SimulationResult": "cosmosfl.experiment",
+    "simulate": "cosmosfl.experiment",
     "Learner": "cosmosfl.learners",
     "SklearnLearner": "cosmosfl.learners",
     "TorchLearner": "cosmosfl.learners",
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     __version__: str
     from cosmosfl.algorithms import ALGORITHMS, Algorithm, Cosmos, Local
     from cosmosfl.client import Client
-    from cosmosfl.engines import SimulationResult, simulate
+    from cosmosfl.experiment import SimulationResult, simulate
     from cosmosfl.learners import Learner, SklearnLearner, TorchLearner
 
 

@@ -20,7 +20,6 @@ from cosmosfl.core import protocol as P
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 
-CLIENT_WEIGHTS = ("uniform", "label-prior")
 # train_local config keys of the parameter-sharing baselines; without them a client trains
 # exactly as model-agnostic algorithms expect.
 PARAMETER_TRAIN_KEYS = frozenset(
@@ -270,8 +269,8 @@ class Client:
             raise ValueError("distill request carries no 'targets'")
         targets, weights = arrays["targets"], arrays.get("weights")
         mode = str(message.config.get("client_weights", "uniform"))
-        if mode not in CLIENT_WEIGHTS:
-            raise ValueError(f"client_weights {mode!r}; allowed: {', '.join(CLIENT_WEIGHTS)}")
+        if mode not in P.CLIENT_WEIGHTS:
+            raise ValueError(f"client_weights {mode!r}; allowed: {', '.join(P.CLIENT_WEIGHTS)}")
         if mode == "label-prior":
             prior = label_prior_weights(self.train[1], targets, self.num_classes)
             weights = prior if weights is None else weights * prior

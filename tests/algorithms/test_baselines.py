@@ -9,6 +9,7 @@ from cosmosfl.algorithms import ALGORITHMS, Comet, FedCT, FedMD, majority_vote
 from cosmosfl.core import protocol as P
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.engines import SimulationEngine
+from cosmosfl.experiment import SimulationResult
 from cosmosfl.models import build_model
 
 M = 10  # digits classes
@@ -50,7 +51,7 @@ def run(algo, rounds=2):
     engine = SpyEngine(clients, public_x, seed=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        result = engine.run(algo, rounds)
+        result = SimulationResult(algo.name, algo.primary_model, engine.run(algo, rounds))
     return result, engine.traffic, len(public_x), part
 
 
@@ -161,7 +162,8 @@ def test_comet_recovers_the_five_class_groups(runs):
 def test_comet_caps_k_at_the_number_of_clients():
     clients, public_x, _ = digits_federation(num_clients=5)
     engine = SimulationEngine(clients[:3], public_x, seed=0)
-    rec = engine.run(Comet(num_clusters=5, pretrain_epochs=1, distill_epochs=1), rounds=1)
+    algo = Comet(num_clusters=5, pretrain_epochs=1, distill_epochs=1)
+    rec = SimulationResult(algo.name, algo.primary_model, engine.run(algo, rounds=1))
     assert rec.records[0]["K"] == 3 and len(set(rec.clusters.values())) == 3
 
 

@@ -105,6 +105,7 @@ def small_federation(num_clients=10, seed=0, sklearn_ids=()):
 
 def test_no_message_carries_model_parameters():
     from cosmosfl.engines import SimulationEngine
+    from cosmosfl.experiment.server_models import provide_server_learner
 
     clients, public_x, _ = small_federation()
     engine = SimulationEngine(clients, public_x, seed=0)
@@ -118,6 +119,7 @@ def test_no_message_carries_model_parameters():
         distill_epochs=1,
         recluster=True,
     )
+    provide_server_learner(algo, engine.device)
     for t in (1, 2):
         algo.run_round(spy, t)
     assert spy.traffic
@@ -290,7 +292,7 @@ def test_server_models_take_the_clients_training_settings():
 def test_default_head_init_starts_server_models_near_uniform():
     import torch
 
-    from cosmosfl.algorithms.cosmos import torch_server_learner
+    from cosmosfl.experiment.server_models import torch_server_learner
 
     x = np.random.default_rng(0).normal(size=(64, 3, 32, 32)).astype(np.float32)
     spread = {}
@@ -327,3 +329,13 @@ def test_clients_can_distill_from_the_teacher_instead_of_the_cluster_model():
     assert diag["clusters"] == base["clusters"]
     assert diag["accuracy"]["cluster_model"] == base["accuracy"]["cluster_model"]
     assert diag["accuracy"]["client_model"] != base["accuracy"]["client_model"]
+
+
+def test_cosmos_builds_no_model_itself_and_says_where_a_factory_comes_from():
+    from cosmosfl.engines import SimulationEngine
+
+    clients, public_x, _ = small_federation()
+    engine = SimulationEngine(clients, public_x, seed=0)
+    algo = Cosmos(server_model="mlp", pretrain_epochs=0, target_clusters=1)
+    with pytest.raises(ValueError, match=r"no server_learner.*simulate and run_experiment"):
+        engine.run_round(algo, 1, 1)

@@ -12,6 +12,7 @@ from cosmosfl.algorithms import ALGORITHMS, ArchitectureMismatch, Ditto, FedAvg,
 from cosmosfl.core import protocol as P
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.engines import SimulationEngine
+from cosmosfl.experiment import SimulationResult
 from cosmosfl.models import build_model
 
 
@@ -73,7 +74,7 @@ def run(algo, rounds=2, clients=None, engine_cls=SpyEngine, **engine_kwargs):
     engine = engine_cls(clients, public_x, seed=0, **engine_kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        result = engine.run(algo, rounds)
+        result = SimulationResult(algo.name, algo.primary_model, engine.run(algo, rounds))
     return result, engine, clients
 
 

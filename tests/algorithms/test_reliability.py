@@ -9,13 +9,20 @@ from cosmosfl.algorithms import Comet, Cosmos, FedCT, FedMD, Local
 from cosmosfl.core import protocol as P
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.engines.faults import CORRUPTIONS
+from cosmosfl.experiment import SimulationResult
+from cosmosfl.experiment.server_models import torch_server_learner
 
 from .test_baselines import digits_federation
 
 FAST = {"pretrain_epochs": 2, "local_epochs": 1}
 ALGORITHMS = {
     "cosmos": lambda: Cosmos(
-        **FAST, server_epochs=1, distill_epochs=1, server_lr=1e-3, server_model="mlp"
+        **FAST,
+        server_epochs=1,
+        distill_epochs=1,
+        server_lr=1e-3,
+        server_model="mlp",
+        server_learner=torch_server_learner("mlp", distill_lr=1e-3),
     ),
     "fedmd": lambda: FedMD(**FAST, distill_epochs=1),
     "fedct": lambda: FedCT(**FAST),
@@ -29,7 +36,8 @@ def run(name, rounds=3, seed=0, **faults):
     engine = SimulationEngine(clients, public_x, seed=seed, faults=faults, min_participation=0.3)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return engine.run(ALGORITHMS[name](), rounds)
+        algo = ALGORITHMS[name]()
+        return SimulationResult(algo.name, algo.primary_model, engine.run(algo, rounds))
 
 
 def outcome(result):

@@ -10,6 +10,7 @@ from cosmosfl.core import protocol as P
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.experiment.config import ConfigError, load_config
 from cosmosfl.experiment.runner import build_experiment, validation_holdout
+from cosmosfl.experiment.server_models import provide_server_learner
 from cosmosfl.models.registry import build_model
 
 from .test_cosmos import small_federation
@@ -72,6 +73,7 @@ def test_cosmos_records_the_selected_model_and_the_choice():
         distill_epochs=1,
     )
     engine = SimulationEngine(clients, public_x, seed=0)
+    provide_server_learner(algo, engine.device)
     record = engine.run_round(algo, 1, 1)
     acc, choice = record["accuracy"], record["selection"]
     assert set(acc["selected"]) == set(acc["cluster_model"])

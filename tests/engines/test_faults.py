@@ -7,7 +7,7 @@ import pytest
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
-from cosmosfl.engines import SimulationEngine, simulate
+from cosmosfl.engines import SimulationEngine
 from cosmosfl.engines.faults import (
     CORRUPTIONS,
     FaultConfig,
@@ -15,6 +15,7 @@ from cosmosfl.engines.faults import (
     corrupt_array,
 )
 from cosmosfl.engines.simulation import ParticipationError
+from cosmosfl.experiment import simulate
 from cosmosfl.learners.base import Learner
 
 N, M = 6, 4

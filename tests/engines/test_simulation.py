@@ -4,7 +4,8 @@ import pytest
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
-from cosmosfl.engines import ClientError, SimulationEngine, simulate
+from cosmosfl.engines import ClientError, SimulationEngine
+from cosmosfl.experiment import simulate
 from cosmosfl.learners.base import Learner
 
 

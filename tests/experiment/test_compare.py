@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from cosmosfl.algorithms.registry import ALGORITHMS
-from cosmosfl.engines.simulation import SimulationResult
 from cosmosfl.experiment import compare as compare_module
 from cosmosfl.experiment.compare import (
     parse_algorithms,
@@ -17,6 +16,7 @@ from cosmosfl.experiment.compare import (
     run_compare,
 )
 from cosmosfl.experiment.config import ConfigError, config_from_dict
+from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.runner import build_experiment
 
 BASE = {

@@ -2,7 +2,7 @@
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord
 from cosmosfl.algorithms.comet import Comet
-from cosmosfl.algorithms.cosmos import Cosmos, torch_server_learner
+from cosmosfl.algorithms.cosmos import Cosmos
 from cosmosfl.algorithms.ditto import Ditto
 from cosmosfl.algorithms.fedavg import FedAvg
 from cosmosfl.algorithms.fedbabu import FedBABU
@@ -36,5 +36,4 @@ __all__ = [
     "RoundRecord",
     "algorithm_class",
     "majority_vote",
-    "torch_server_learner",
 ]

@@ -183,14 +183,6 @@ def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:
     return {cid: dict(r.metrics) for cid, r in replies.items()}
 
 
-def derive_seed(*parts: int | str) -> int:
-    """A stable 63-bit seed from a tuple of ints/strings (independent of PYTHONHASHSEED)."""
-    import hashlib
-
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
-
-
 ServerLearnerFactory = Callable[[tuple[int, ...], int, int], Learner]
 """Builds a server-side learner from (input shape of one sample, num_classes, seed)."""
 

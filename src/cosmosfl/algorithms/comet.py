@@ -31,7 +31,6 @@ from cosmosfl.algorithms.base import (
     Federation,
     RoundRecord,
     deferred,
-    derive_seed,
     evaluate_clients,
     iter_clusters,
     train_local_with_pretraining,
@@ -39,6 +38,7 @@ from cosmosfl.algorithms.base import (
 from cosmosfl.algorithms.fedmd import check_common
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import aggregate, apply_temperature
+from cosmosfl.core.seeds import derive_seed
 
 
 def kmeans_clusters(probs: Mapping[int, np.ndarray], k: int, seed: int) -> dict[int, int]:

@@ -27,14 +27,12 @@ from cosmosfl.algorithms.base import (
     RoundRecord,
     ServerLearnerFactory,
     deferred,
-    derive_seed,
     evaluate_clients,
     iter_clusters,
     reply_metrics,
     train_local_with_pretraining,
 )
 from cosmosfl.algorithms.selection import select_on_validation
-from cosmosfl.client import CLIENT_WEIGHTS
 from cosmosfl.core import codecs, l1_kernel, linkage
 from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
@@ -48,58 +46,13 @@ from cosmosfl.core.clustering import (
     greedy_clustering,
     pairwise_distances,
 )
-from cosmosfl.data.augment import Augmentation
+from cosmosfl.core.seeds import derive_seed
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.torch import TorchLearner
-from cosmosfl.models.init import HEAD_INITS, reset_head
-from cosmosfl.models.registry import build_model, model_names
+from cosmosfl.models.init import HEAD_INITS
+from cosmosfl.models.registry import model_names
 
 PublicProbe = Callable[[list[int], np.ndarray, np.ndarray, list[np.ndarray]], dict[str, float]]
 CLIENT_TARGETS = ("cluster_model", "teacher")
-
-
-def torch_server_learner(
-    model: str = "cnn",
-    *,
-    width: float = 1.0,
-    batch_size: int = 32,
-    distill_lr: float = 1e-4,
-    augmentation: Augmentation | None = None,
-    device: str = "cpu",
-    head_init: str = "kaiming",
-    **learner_options: Any,
-) -> ServerLearnerFactory:
-    """A factory for server models h_k from the model registry (paper: VGG16, Adam 1e-4).
-
-    `learner_options` go to every TorchLearner built (e.g. `consistency_samples`, `precision`,
-    `channels_last`, `eval_batch_size`, `consistency_target`, `neighbour_bn`), so server models
-    train with the same settings as the clients' torch models.
-    """
-
-    def factory(sample_shape: tuple[int, ...], num_classes: int, seed: int) -> Learner:
-        channels, size = sample_shape[0], sample_shape[-1]
-        net = build_model(
-            model,
-            in_channels=channels,
-            num_classes=num_classes,
-            image_size=size,
-            width=width,
-            seed=seed,
-        )
-        if head_init == "default":
-            reset_head(net, seed)
-        return TorchLearner(
-            net,
-            num_classes=num_classes,
-            batch_size=batch_size,
-            distill_lr=distill_lr,
-            augmentation=augmentation,
-            device=device,
-            seed=seed,
-            **learner_options,
-        )
-
-    return factory
 
 
 @dataclass
@@ -159,7 +112,9 @@ class Cosmos(Algorithm):
     # data.validation_fraction) and keeps the better one (ties: h_π(i)); its test accuracy is
     # recorded as the evaluation point "selected". Training is unchanged.
     select_on_validation: bool = False
-    augmentation: Augmentation | None = None
+    # Builds each server model h_k (from the sample shape, M and a seed). The experiment layer
+    # and `simulate` give one built from the server_* settings (experiment/server_models.py);
+    # the algorithm itself never builds a model.
     server_learner: ServerLearnerFactory | None = None
     # Measurement hook set by the experiment layer (which knows U's labels; the algorithm
     # never does): called per trained cluster with (members, f̄_k(U), h_k(U), the members'
@@ -217,7 +172,7 @@ class Cosmos(Algorithm):
             raise ValueError(f"target_clusters must be >= 1, got {self.target_clusters}")
         _choice("distance", self.distance, DISTANCES)
         _choice("aggregation", self.aggregation, AGGREGATIONS)
-        _choice("client_weights", self.client_weights, CLIENT_WEIGHTS)
+        _choice("client_weights", self.client_weights, P.CLIENT_WEIGHTS)
         _choice("threshold_search", self.threshold_search, THRESHOLD_SEARCHES)
         _choice("distance_backend", self.distance_backend, DISTANCE_BACKENDS)
         if self.distance_backend == "numba" and not l1_kernel.available():
@@ -486,15 +441,14 @@ class Cosmos(Algorithm):
             self.cluster_models[next_k + n] = self._new_server_model(fed, next_k + n)
 
     def _new_server_model(self, fed: Federation, k: int) -> Learner:
-        factory = self.server_learner or torch_server_learner(
-            self.server_model,
-            width=self.server_width,
-            batch_size=self.server_batch_size,
-            distill_lr=self.server_lr,
-            augmentation=self.augmentation,
-            device=fed.device,
-            head_init=self.server_head_init,
-        )
+        factory = self.server_learner
+        if factory is None:
+            raise ValueError(
+                "COSMOS has no server_learner to build its cluster models with: "
+                "cosmosfl.simulate and run_experiment provide one from the server_* settings; "
+                "when driving an engine yourself, pass server_learner="
+                "torch_server_learner(...) (the experiment layer's) or a factory of your own"
+            )
         return factory(
             tuple(fed.public_x.shape[1:]),
             fed.num_classes,

@@ -44,7 +44,6 @@ from cosmosfl.algorithms.base import (
     Algorithm,
     Federation,
     RoundRecord,
-    derive_seed,
     evaluate_clients,
     iter_clusters,
 )
@@ -58,6 +57,7 @@ from cosmosfl.algorithms.params import (
     weighted_mean,
 )
 from cosmosfl.core import protocol as P
+from cosmosfl.core.seeds import derive_seed
 
 INTERACTIVE_SLOT = "interactive"
 

@@ -75,7 +75,6 @@ from cosmosfl.algorithms.base import (
     Algorithm,
     Federation,
     RoundRecord,
-    derive_seed,
     evaluate_clients,
 )
 from cosmosfl.algorithms.params import (
@@ -86,6 +85,7 @@ from cosmosfl.algorithms.params import (
     push_weights,
 )
 from cosmosfl.core import protocol as P
+from cosmosfl.core.seeds import derive_seed
 
 STATISTICS = ("running_mean", "running_var")
 HEAD_INIT_SCALE = 0.01

@@ -102,7 +102,7 @@ def _run_config(args: argparse.Namespace, out: str) -> dict[str, Any]:
 
 
 def _app(args: argparse.Namespace, cfg: Any) -> int:
-    from cosmosfl.engines.flower.app import write_app
+    from cosmosfl.apps.flower.app import write_app
 
     path = write_app(args.dir, cfg, **_run_config(args, args.out))
     print(f"wrote {path}")
@@ -111,7 +111,7 @@ def _app(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _simulate(args: argparse.Namespace, cfg: Any) -> int:
-    from cosmosfl.engines.flower.simulation import simulate_on_flower
+    from cosmosfl.apps.flower.simulation import simulate_on_flower
 
     _refuse_finished(Path(args.out), args.force)
     summary = simulate_on_flower(cfg, args.out, force=args.force, num_cpus=args.num_cpus)
@@ -120,8 +120,8 @@ def _simulate(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _local(args: argparse.Namespace, cfg: Any) -> int:
-    from cosmosfl.engines.flower.app import write_app
-    from cosmosfl.engines.flower.launch import LocalDeployment
+    from cosmosfl.apps.flower.app import write_app
+    from cosmosfl.apps.flower.launch import LocalDeployment
     from cosmosfl.engines.progress import summary_line
     from cosmosfl.experiment.rundir import RunDirectory, read_summary
 

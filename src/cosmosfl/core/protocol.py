@@ -26,6 +26,10 @@ PARAMETER_TASKS = frozenset({GET_WEIGHTS, SET_WEIGHTS})
 
 Scalar = bool | int | float | str
 
+# How a client weights the distillation samples of a `distill` request (its config key
+# "client_weights"): w_i(x) = 1, or importance weights from the client's label prior.
+CLIENT_WEIGHTS = ("uniform", "label-prior")
+
 # Probability rows must sum to 1 within this tolerance; float16 codecs need the slack.
 SIMPLEX_ATOL = 1e-3
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 30

@@ -1,5 +1,8 @@
-"""Engines run algorithms: in-process simulation (default) and, later, Flower."""
+"""Engines run algorithms: in-process simulation (default) and Flower (`engines.flower`).
 
-from cosmosfl.engines.simulation import ClientError, SimulationEngine, SimulationResult, simulate
+`simulate` and `SimulationResult`, which wrap the engine for Python users, belong to the
+experiment layer, a layer up (and are importable from the top-level package)."""
 
-__all__ = ["ClientError", "SimulationEngine", "SimulationResult", "simulate"]
+from cosmosfl.engines.simulation import ClientError, SimulationEngine
+
+__all__ = ["ClientError", "SimulationEngine"]

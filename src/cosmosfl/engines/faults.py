@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.algorithms.base import derive_seed
 from cosmosfl.core import protocol as P
+from cosmosfl.core.seeds import derive_seed
 
 FAULT_MODES = ("dropout", "straggler", "crash", "corrupt")
 CORRUPTIONS = (

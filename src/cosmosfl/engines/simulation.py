@@ -12,59 +12,19 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
 from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.faults import FaultConfig, FaultInjector, InjectedCrash, fault_config
-from cosmosfl.engines.progress import Reporter, SilentReporter, make_reporter
+from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.workers import WorkerPool
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
-
-
-@dataclass
-class SimulationResult:
-    """Per-round records of a finished run, plus convenient views of them."""
-
-    algorithm: str
-    primary_model: str
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def metrics(self) -> list[dict[str, Any]]:
-        return self.records
-
-    @property
-    def clusters(self) -> dict[int, int] | None:
-        """Cluster assignment π of the last round (None for algorithms without clusters)."""
-        for rec in reversed(self.records):
-            if "clusters" in rec:
-                return {int(c): int(k) for c, k in rec["clusters"].items()}
-        return None
-
-    @property
-    def bytes(self) -> dict[str, list[dict[int, int]]]:
-        """Measured payload bytes per round per client: {"up": [...], "down": [...]}."""
-        return {
-            d: [{int(c): int(b) for c, b in rec[f"bytes_{d}"].items()} for rec in self.records]
-            for d in ("up", "down")
-        }
-
-    def accuracy(self, model: str | None = None, round_num: int = -1) -> dict[int, float]:
-        """Per-client Top-1 of `model` (default: the algorithm's reported model) in a round."""
-        rec = self.records[round_num]
-        return {int(c): a for c, a in rec["accuracy"][model or self.primary_model].items()}
-
-    def mean_accuracy(self, model: str | None = None, round_num: int = -1) -> float:
-        values = list(self.accuracy(model, round_num).values())
-        return float(np.mean(values)) if values else math.nan
 
 
 class ClientError(RuntimeError):
@@ -330,17 +290,21 @@ class SimulationEngine:
         self.reporter.round_end(record)
         return record
 
-    def run(self, algorithm: Algorithm, rounds: int, *, start_round: int = 1) -> SimulationResult:
+    def run(
+        self, algorithm: Algorithm, rounds: int, *, start_round: int = 1
+    ) -> list[dict[str, Any]]:
+        """Rounds `start_round`..`rounds`; returns their records (the lines of metrics.jsonl).
+        The experiment layer wraps them in a `SimulationResult`."""
         if rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {rounds}")
-        result = SimulationResult(algorithm.name, algorithm.primary_model)
+        records: list[dict[str, Any]] = []
         try:
             with self.reporter.running(rounds):
                 for t in range(start_round, rounds + 1):
-                    result.records.append(self.run_round(algorithm, t, rounds))
+                    records.append(self.run_round(algorithm, t, rounds))
         finally:
             self.close()
-        return result
+        return records
 
 
 def _crash(message: P.Message) -> P.Reply:
@@ -351,45 +315,3 @@ def _crash(message: P.Message) -> P.Reply:
 
 def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:
     return {str(k): v for k, v in d.items()}
-
-
-def simulate(
-    algorithm: Algorithm,
-    clients: Sequence[Client],
-    public_x: np.ndarray,
-    *,
-    rounds: int = 10,
-    seed: int = 0,
-    device: str = "cpu",
-    progress: bool | Reporter = False,
-    strict: bool = True,
-    faults: FaultConfig | Mapping[str, Any] | None = None,
-    min_participation: float = 0.0,
-    max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
-    workers: int = 1,
-) -> SimulationResult:
-    """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
-
-    Same seed, clients and algorithm settings give the same metrics on CPU. `strict=False`
-    excludes clients whose code raises instead of stopping the run. `faults` injects seeded
-    drop-outs, stragglers, crashes, corrupted payloads and Byzantine clients (a FaultConfig or
-    a mapping of its fields); `min_participation` ends the run when fewer clients answer a step.
-    `workers` > 1 runs clients in that many processes (same records as a serial run with one
-    torch thread).
-    """
-    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    engine = SimulationEngine(
-        clients,
-        public_x,
-        seed=seed,
-        device=device,
-        reporter=reporter,
-        strict=strict,
-        faults=faults,
-        min_participation=min_participation,
-        max_payload_bytes=max_payload_bytes,
-        workers=workers,
-    )
-    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
-        torch.manual_seed(seed)
-        return engine.run(algorithm, rounds)

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from cosmosfl.algorithms.base import RoundRecord, derive_seed
+from cosmosfl.algorithms.base import RoundRecord
+from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
-from cosmosfl.engines.simulation import SimulationResult
 from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.runner import make_learner
 from cosmosfl.models.registry import model_names
 

@@ -22,7 +22,6 @@ import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.engines.progress import Reporter
-from cosmosfl.engines.simulation import SimulationResult
 from cosmosfl.experiment.config import (
     TOP_LEVEL,
     ConfigError,
@@ -37,6 +36,7 @@ from cosmosfl.experiment.config import (
     reference_runs,
 )
 from cosmosfl.experiment.report import Report, algorithm_order, write_report
+from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
 from cosmosfl.experiment.runner import (
     check_clients,

@@ -12,9 +12,10 @@ import numpy as np
 import torch
 import yaml
 
-from cosmosfl.algorithms.base import Algorithm, derive_seed
+from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.client import Client
+from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import (
     ImageDataset,
     Partition,
@@ -27,7 +28,7 @@ from cosmosfl.data import (
     train_augmentation_for,
 )
 from cosmosfl.engines.progress import Reporter, make_reporter
-from cosmosfl.engines.simulation import SimulationEngine, SimulationResult
+from cosmosfl.engines.simulation import SimulationEngine
 from cosmosfl.experiment.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -44,7 +45,9 @@ from cosmosfl.experiment.config import (
     reference_runs,
     settings_class,
 )
+from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
+from cosmosfl.experiment.server_models import torch_server_learner
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
 from cosmosfl.learners.base import Learner
@@ -154,8 +157,6 @@ def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
 def server_learner_factory(cfg: ExperimentConfig, dataset: ImageDataset) -> Any:
     """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
     (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
-    from cosmosfl.algorithms.cosmos import torch_server_learner
-
     a = cfg.algorithm
     return torch_server_learner(
         a["server_model"],
@@ -260,8 +261,6 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
     cls = settings_class(cfg.algorithm["name"])
     fields = set(getattr(cls, "__dataclass_fields__", {}))
-    if "augmentation" in fields:
-        options["augmentation"] = default_augmentation(dataset.natural)
     if {"server_learner", "server_model"} <= fields:
         options["server_learner"] = server_learner_factory(cfg, dataset)
     if "public_probe" in fields and part.class_groups is not None:

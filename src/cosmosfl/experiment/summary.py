@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.engines.simulation import SimulationResult
+from cosmosfl.experiment.result import SimulationResult
 
 
 def _sem(values: list[float]) -> float:

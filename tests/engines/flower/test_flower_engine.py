@@ -7,19 +7,17 @@ Flower's own simulation runtime is test_flower_simulation.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
 
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
+from cosmosfl.apps.flower.client_app import make_client_app
+from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
-from cosmosfl.engines.flower.client_app import make_client_app
 from cosmosfl.engines.flower.federation import FlowerFederation
-from cosmosfl.engines.flower.settings import AppSettings
 from cosmosfl.experiment.config import dump_config, load_config
 from cosmosfl.experiment.runner import build_experiment, run_experiment
 
@@ -212,7 +210,7 @@ def test_every_client_failing_stops_the_run_with_the_first_error() -> None:
 
 def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
     """Deployment starts a process per message: the state must come from context.state."""
-    from cosmosfl.engines.flower import client_app
+    from cosmosfl.apps.flower import client_app
 
     cfg = load_config(None, SMALL)
     grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
@@ -223,34 +221,6 @@ def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
     client.set_state(initial)  # the process's copy forgets the training: only context.state knows
     again = dict(fed.send({0: P.Message(P.PREDICT_PUBLIC)}))[0].arrays["probs"]
     np.testing.assert_array_equal(again, trained)
-
-
-def test_app_pyproject_is_valid_for_flower_and_the_example_is_current(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import tomllib
-
-    from flwr.common.config import validate_config
-
-    from cosmosfl.cli.main import main
-    from cosmosfl.engines.flower.settings import DEFAULTS
-
-    repo = Path(__file__).resolve().parents[3]
-    default = str(repo / "configs" / "default.yaml")
-    assert main(["flower", "app", "-c", default, "--dir", str(tmp_path)]) == 0
-    written = (tmp_path / "pyproject.toml").read_text()
-    config = tomllib.loads(written)
-    ok, errors, _ = validate_config(config, check_module=True, project_dir=tmp_path)
-    assert ok, errors
-    run_config = config["tool"]["flwr"]["app"]["config"]
-    assert set(run_config) == set(DEFAULTS)  # every key the apps read is declared
-    assert (
-        load_config("configs/default.yaml")
-        == AppSettings.from_run_config(run_config).experiment_config()
-    )
-    example = repo / "examples" / "flower" / "pyproject.toml"
-    assert example.read_text() == written, (
-        "examples/flower/pyproject.toml is stale: rerun "
-        "`cosmosfl flower app -c configs/default.yaml --dir examples/flower`"
-    )
 
 
 def test_client_factory_serves_a_user_built_client() -> None:

@@ -1,11 +1,10 @@
-"""The Flower engine: run any cosmosfl algorithm on Flower (`pip install 'cosmosfl[flower]'`).
+"""The Flower engine: a `Federation` over Flower's Grid (`pip install 'cosmosfl[flower]'`).
 
-- `server_app:app` / `client_app:app`: the ServerApp and ClientApp a Flower app's
-  pyproject.toml points at (see `cosmosfl flower app` and docs/flower.md);
-- `FlowerFederation`: the algorithms' `Federation` view over Flower's Grid;
-- `simulate_on_flower`: a config on Flower's simulation runtime, from Python;
-- `launch`: a local deployment (own SuperLink and SuperNodes) for testing.
+- `FlowerFederation` (`federation`): the algorithms' `Federation` view over Flower's Grid;
+- `codec`: protocol messages to Flower records and back.
 
+The apps a Flower deployment runs (ServerApp, ClientApp, the app's pyproject, the local
+launcher) know configs and run directories, so they live a layer up, in `cosmosfl.apps.flower`.
 Submodules import flwr; this package itself does not, so a missing extra is a clear error.
 """
 

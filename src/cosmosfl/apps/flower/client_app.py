@@ -26,10 +26,10 @@ from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from cosmosfl import __version__
+from cosmosfl.apps.flower.settings import AppSettings, partition_id
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
-from cosmosfl.engines.flower.settings import AppSettings, partition_id
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import build_model
 

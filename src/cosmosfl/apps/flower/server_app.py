@@ -11,8 +11,8 @@ import numpy as np
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.engines.flower.federation import FlowerFederation
-from cosmosfl.engines.flower.settings import AppSettings
 from cosmosfl.engines.progress import Reporter, summary_line
 from cosmosfl.experiment.config import ExperimentConfig
 from cosmosfl.experiment.rundir import RunDirectory

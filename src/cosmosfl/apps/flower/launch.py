@@ -130,7 +130,7 @@ class LocalDeployment:
         self.flwr_home.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         if self.tls:
-            from cosmosfl.engines.flower.certs import write_tls_certificates
+            from cosmosfl.apps.flower.certs import write_tls_certificates
 
             write_tls_certificates(self.certs)
             security = [
@@ -181,7 +181,7 @@ class LocalDeployment:
         else:
             args += ["--insecure"]
         if self.supernode_auth:
-            from cosmosfl.engines.flower.certs import write_supernode_keys
+            from cosmosfl.apps.flower.certs import write_supernode_keys
 
             private, public = write_supernode_keys(self.keys, f"supernode-{i}")
             self.flwr("supernode", "register", str(public), CONNECTION)

@@ -15,12 +15,12 @@ pytest.importorskip("ray", reason="Flower's simulation runtime needs flwr[simula
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 
-from cosmosfl.engines.flower.simulation import simulate_on_flower
+from cosmosfl.apps.flower.simulation import simulate_on_flower
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.rundir import read_records, read_summary
 from cosmosfl.experiment.runner import run_experiment
 
-from .test_flower_engine import SMALL
+from ...engines.flower.test_flower_engine import SMALL
 
 
 class RecordingGrid(Grid):

@@ -11,9 +11,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from cosmosfl.engines.flower.client_app import ClientHook, make_client_app
-from cosmosfl.engines.flower.server_app import GridHook, make_server_app
-from cosmosfl.engines.flower.settings import DEFAULTS, AppSettings
+from cosmosfl.apps.flower.client_app import ClientHook, make_client_app
+from cosmosfl.apps.flower.server_app import GridHook, make_server_app
+from cosmosfl.apps.flower.settings import DEFAULTS, AppSettings
 from cosmosfl.experiment.config import ExperimentConfig, dump_config
 
 

@@ -1,6 +1,6 @@
 """Flower's deployment runtime on 127.0.0.1: our own SuperLink and SuperNodes, a real
 `flwr run`, a ClientApp process per message. Slow (minutes): run with
-`python -m pytest -m slow tests/engines/flower/test_flower_deployment.py`."""
+`python -m pytest -m slow tests/apps/flower/test_flower_deployment.py`."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
 
-from cosmosfl.engines.flower.app import write_app
-from cosmosfl.engines.flower.launch import LocalDeployment, _alive
+from cosmosfl.apps.flower.app import write_app
+from cosmosfl.apps.flower.launch import LocalDeployment, _alive
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.rundir import read_records, read_summary
 
-from .test_flower_engine import SMALL
+from ...engines.flower.test_flower_engine import SMALL
 
 pytestmark = pytest.mark.slow
 

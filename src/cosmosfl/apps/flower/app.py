@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from cosmosfl import __version__
-from cosmosfl.engines.flower.settings import DEFAULTS
+from cosmosfl.apps.flower.settings import DEFAULTS
 from cosmosfl.experiment.config import ExperimentConfig, dump_config
 
-SERVER_APP = "cosmosfl.engines.flower.server_app:app"
-CLIENT_APP = "cosmosfl.engines.flower.client_app:app"
+SERVER_APP = "cosmosfl.apps.flower.server_app:app"
+CLIENT_APP = "cosmosfl.apps.flower.client_app:app"
 
 
 def app_pyproject(cfg: ExperimentConfig | None = None, **run_config: Any) -> dict[str, Any]:

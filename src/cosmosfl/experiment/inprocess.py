@@ -1,0 +1,64 @@
+"""`simulate`: the one-call Python API, an algorithm over in-memory clients on the in-process
+engine, returning a `SimulationResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from cosmosfl.algorithms.base import Algorithm
+from cosmosfl.client import Client
+from cosmosfl.core import protocol as P
+from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.engines.progress import Reporter, make_reporter
+from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.experiment.server_models import provide_server_learner
+
+
+def simulate(
+    algorithm: Algorithm,
+    clients: Sequence[Client],
+    public_x: np.ndarray,
+    *,
+    rounds: int = 10,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool | Reporter = False,
+    strict: bool = True,
+    faults: FaultConfig | Mapping[str, Any] | None = None,
+    min_participation: float = 0.0,
+    max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+    workers: int = 1,
+) -> SimulationResult:
+    """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
+
+    Same seed, clients and algorithm settings give the same metrics on CPU. `strict=False`
+    excludes clients whose code raises instead of stopping the run. `faults` injects seeded
+    drop-outs, stragglers, crashes, corrupted payloads and Byzantine clients (a FaultConfig or
+    a mapping of its fields); `min_participation` ends the run when fewer clients answer a step.
+    `workers` > 1 runs clients in that many processes (same records as a serial run with one
+    torch thread). An algorithm that trains server models from the registry (COSMOS) and has
+    no `server_learner` gets the one its server_* settings describe (`torch_server_learner`).
+    """
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    engine = SimulationEngine(
+        clients,
+        public_x,
+        seed=seed,
+        device=device,
+        reporter=reporter,
+        strict=strict,
+        faults=faults,
+        min_participation=min_participation,
+        max_payload_bytes=max_payload_bytes,
+        workers=workers,
+    )
+    provide_server_learner(algorithm, engine.device)  # the device the engine resolved
+    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
+        torch.manual_seed(seed)
+        records = engine.run(algorithm, rounds)
+    return SimulationResult(algorithm.name, algorithm.primary_model, records)

@@ -1,0 +1,48 @@
+"""What a finished run returns, whichever way it ran: `simulate`, `run_experiment` (in-process
+or on Flower) or a reference run such as centralized training."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class SimulationResult:
+    """Per-round records of a finished run, plus convenient views of them."""
+
+    algorithm: str
+    primary_model: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return self.records
+
+    @property
+    def clusters(self) -> dict[int, int] | None:
+        """Cluster assignment π of the last round (None for algorithms without clusters)."""
+        for rec in reversed(self.records):
+            if "clusters" in rec:
+                return {int(c): int(k) for c, k in rec["clusters"].items()}
+        return None
+
+    @property
+    def bytes(self) -> dict[str, list[dict[int, int]]]:
+        """Measured payload bytes per round per client: {"up": [...], "down": [...]}."""
+        return {
+            d: [{int(c): int(b) for c, b in rec[f"bytes_{d}"].items()} for rec in self.records]
+            for d in ("up", "down")
+        }
+
+    def accuracy(self, model: str | None = None, round_num: int = -1) -> dict[int, float]:
+        """Per-client Top-1 of `model` (default: the algorithm's reported model) in a round."""
+        rec = self.records[round_num]
+        return {int(c): a for c, a in rec["accuracy"][model or self.primary_model].items()}
+
+    def mean_accuracy(self, model: str | None = None, round_num: int = -1) -> float:
+        values = list(self.accuracy(model, round_num).values())
+        return float(np.mean(values)) if values else math.nan

@@ -1,0 +1,76 @@
+"""The server-side models an algorithm trains (COSMOS's h_k), built from the model registry as
+TorchLearners. Algorithms receive such a factory (`server_learner`) and never build a model:
+the experiment layer and `simulate` inject one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cosmosfl.algorithms.base import ServerLearnerFactory
+from cosmosfl.data.augment import Augmentation
+from cosmosfl.learners.base import Learner
+from cosmosfl.learners.torch import TorchLearner
+from cosmosfl.models.init import reset_head
+from cosmosfl.models.registry import build_model
+
+
+def torch_server_learner(
+    model: str = "cnn",
+    *,
+    width: float = 1.0,
+    batch_size: int = 32,
+    distill_lr: float = 1e-4,
+    augmentation: Augmentation | None = None,
+    device: str = "cpu",
+    head_init: str = "kaiming",
+    **learner_options: Any,
+) -> ServerLearnerFactory:
+    """A factory for server models h_k from the model registry (paper: VGG16, Adam 1e-4).
+
+    `learner_options` go to every TorchLearner built (e.g. `consistency_samples`, `precision`,
+    `channels_last`, `eval_batch_size`, `consistency_target`, `neighbour_bn`), so server models
+    train with the same settings as the clients' torch models.
+    """
+
+    def factory(sample_shape: tuple[int, ...], num_classes: int, seed: int) -> Learner:
+        channels, size = sample_shape[0], sample_shape[-1]
+        net = build_model(
+            model,
+            in_channels=channels,
+            num_classes=num_classes,
+            image_size=size,
+            width=width,
+            seed=seed,
+        )
+        if head_init == "default":
+            reset_head(net, seed)
+        return TorchLearner(
+            net,
+            num_classes=num_classes,
+            batch_size=batch_size,
+            distill_lr=distill_lr,
+            augmentation=augmentation,
+            device=device,
+            seed=seed,
+            **learner_options,
+        )
+
+    return factory
+
+
+def provide_server_learner(algorithm: object, device: str) -> None:
+    """Give an algorithm that trains registry server models (it has `server_model` and an unset
+    `server_learner`, like COSMOS) the factory its server_* settings describe, on `device`.
+    Algorithms without those fields, or with a factory of their own, are left as they are."""
+    if getattr(algorithm, "server_learner", True) is not None:
+        return
+    if not hasattr(algorithm, "server_model"):
+        return
+    algorithm.server_learner = torch_server_learner(  # type: ignore[attr-defined]
+        algorithm.server_model,
+        width=getattr(algorithm, "server_width", 1.0),
+        batch_size=getattr(algorithm, "server_batch_size", 32),
+        distill_lr=getattr(algorithm, "server_lr", 1e-4),
+        device=device,
+        head_init=getattr(algorithm, "server_head_init", "kaiming"),
+    )
