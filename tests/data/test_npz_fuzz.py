@@ -122,6 +122,7 @@ def _load(data: bytes) -> None:
     assert UNPICKLED == []
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")  # zips we build on purpose
 @settings(max_examples=max(10, settings().max_examples // 2))
 @given(data=npz_files())
 @example(data=_npz_bytes({**_valid_plain(), "y_train": np.array([Bomb(), 1], dtype=object)}))
