@@ -46,6 +46,7 @@ def huge_declared(rows: int, cols: int) -> Array:
 
 CONFIG_VALUES = st.one_of(
     st.integers(-(2**63), 2**63 - 1),
+    st.just(10**400),  # beyond float range
     st.integers(-3, 3),
     st.floats(),
     st.text(max_size=8),

@@ -126,6 +126,7 @@ def test_wrongly_typed_client_fields_are_named(head: dict, reason: str) -> None:
         ({"kind": "protocol", "task": b"predict_public"}, "['task'] = b'predict_public'"),
         ({"kind": "nonsense", "task": "predict_public"}, "is not protocol or server_eval"),
         ({"kind": "protocol", "task": "predict_public", "seconds": math.nan}, "finite"),
+        ({"kind": "protocol", "task": "predict_public", "seconds": 10**400}, "finite"),
         ({"kind": "protocol", "task": "predict_public", "error": 3}, "['error'] = 3"),
     ],
 )

@@ -9,7 +9,6 @@ server model to be measured on the client's test split. Item i lives in records 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,9 +201,9 @@ def decode_replies(content: RecordDict) -> tuple[int, list[ItemReply]]:
             raise RecordError(
                 f"{where}['kind'] = {_short(kind)} is not {PROTOCOL} or {SERVER_EVAL}"
             )
-        seconds = float(_field(h, where, "seconds", float, 0.0))
-        if not math.isfinite(seconds) or seconds < 0:
-            raise RecordError(f"{where}['seconds'] = {seconds} must be finite and >= 0")
+        seconds = _field(h, where, "seconds", float, 0.0)
+        if not P.is_finite_number(seconds) or seconds < 0:
+            raise RecordError(f"{where}['seconds'] = {_short(seconds)} must be finite and >= 0")
         reply = P.Reply(
             _field(h, where, "task", str),
             arrays=_arrays(content.array_records.get(f"{i}.arrays"), f"{i}.arrays"),
@@ -213,5 +212,5 @@ def decode_replies(content: RecordDict) -> tuple[int, list[ItemReply]]:
             error_kind=_field(h, where, "error_kind", str, None),
             traceback=_field(h, where, "traceback", str, None),
         )
-        out.append(ItemReply(kind, reply, seconds))
+        out.append(ItemReply(kind, reply, float(seconds)))
     return partition, out
