@@ -78,7 +78,17 @@ def quantize_rows(p: np.ndarray) -> np.ndarray:
 
 
 def is_encoded(arrays: Mapping[str, Any]) -> bool:
-    return any(key.endswith(_SUFFIXES) for key in arrays)
+    return isinstance(arrays, Mapping) and any(
+        isinstance(key, str) and key.endswith(_SUFFIXES) for key in arrays
+    )
+
+
+def _encoding_base(key: str) -> tuple[str, str]:
+    """(the matrix a part belongs to, its encoding); top_idx and top_val are one encoding."""
+    for suffix, encoding in ((".uint8", "uint8"), (".top_idx", "top"), (".top_val", "top")):
+        if key.endswith(suffix):
+            return key[: -len(suffix)], encoding
+    return key, "plain"
 
 
 def decode_arrays(
@@ -93,11 +103,24 @@ def decode_arrays(
     Raises PayloadError when an encoded part is malformed: wrong dtype or shape, class indices
     out of range or repeated, negative or non-finite values, rows that do not add up.
     """
-    out = {k: v for k, v in arrays.items() if not k.endswith(_SUFFIXES)}
+    odd = [key for key in arrays if not isinstance(key, str)]
+    if odd:
+        raise P.PayloadError(client_id, task, f"array names must be strings, got {odd!r}")
     n, m = context["n"], context["m"]
 
     def fail(name: str, reason: str) -> P.PayloadError:
         return P.PayloadError(client_id, task, f"array {name!r}: {reason}")
+
+    # One matrix in two encodings (`probs` and `probs.uint8`) would decode to whichever came
+    # last: a silent choice between two payloads, so it is refused.
+    encodings: dict[str, set[str]] = {}
+    for key in arrays:
+        base, encoding = _encoding_base(key)
+        encodings.setdefault(base, set()).add(encoding)
+    for base, found in encodings.items():
+        if len(found) > 1:
+            raise fail(base, f"arrives in more than one encoding ({', '.join(sorted(found))})")
+    out = {k: v for k, v in arrays.items() if not k.endswith(_SUFFIXES)}
 
     for key, value in arrays.items():
         if key.endswith(".uint8"):

@@ -80,8 +80,22 @@ class Reply:
 
 
 def payload_bytes(arrays: Mapping[str, np.ndarray]) -> int:
-    """Bytes of array payload as sent: the measured communication cost of a message."""
-    return int(sum(np.asarray(a).nbytes for a in arrays.values()))
+    """Bytes of array payload as sent: the measured communication cost of a message.
+
+    Counted before validation, so it must not fail on what a faulty client sends: a value
+    numpy cannot make an array of (a ragged list) counts 0, and so does a non-mapping."""
+    if not isinstance(arrays, Mapping):
+        return 0
+    return int(sum(_nbytes(a) for a in arrays.values()))
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    try:
+        return np.asarray(value).nbytes
+    except (ValueError, TypeError, OverflowError):
+        return 0
 
 
 def message_bytes(message: Message | Reply) -> int:
@@ -227,6 +241,13 @@ def validate_arrays(
 
     A spec under `ANY_NAME` validates every array not named otherwise (nothing is unexpected).
     """
+    if not isinstance(arrays, Mapping):
+        raise PayloadError(
+            client_id, task, f"arrays must be a mapping, got {type(arrays).__name__}"
+        )
+    odd = [name for name in arrays if not isinstance(name, str)]
+    if odd:
+        raise PayloadError(client_id, task, f"array names must be strings, got {odd!r}")
     wildcard = specs.get(ANY_NAME)
     specs = {k: v for k, v in specs.items() if k != ANY_NAME}
     if wildcard is not None:
@@ -268,17 +289,34 @@ def validate_reply(
     """Check a reply from `client_id`: its task, error state, arrays and metrics."""
     if not isinstance(reply, Reply):
         raise PayloadError(client_id, task, f"expected a Reply, got {type(reply).__name__}")
-    if reply.task != task:
+    # Compared as a str only: `!=` on an arbitrary object (a numpy array) may itself raise.
+    if not isinstance(reply.task, str) or reply.task != task:
         raise PayloadError(client_id, task, f"reply is for task {reply.task!r}")
     if reply.error is not None:
         raise PayloadError(client_id, task, f"client reported an error: {reply.error}")
     validate_arrays(
         reply.arrays, expected, context, client_id=client_id, task=task, max_bytes=max_bytes
     )
+    if not isinstance(reply.metrics, Mapping):
+        raise PayloadError(
+            client_id, task, f"metrics must be a mapping, got {type(reply.metrics).__name__}"
+        )
     for key, value in reply.metrics.items():
-        if not isinstance(value, int | float) or not math.isfinite(float(value)):
+        if not isinstance(key, str):
+            raise PayloadError(client_id, task, f"metric names must be strings, got {key!r}")
+        if not is_finite_number(value):
             raise PayloadError(client_id, task, f"metric {key!r} is not a finite number: {value!r}")
     return reply
+
+
+def is_finite_number(value: Any) -> bool:
+    """A Python int or float that is finite as a float (an int beyond float range is not)."""
+    if not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 # Model parameters (get_weights / set_weights) travel as float32, one array per tensor.

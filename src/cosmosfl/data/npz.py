@@ -12,9 +12,11 @@ import hashlib
 import io
 import logging
 import os
+import struct
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,11 +52,27 @@ def read_npz(path: Path, cache_dir: Path) -> dict[str, np.ndarray]:
         return {k: _get(path, data, k) for k in keys}
 
 
+# What numpy and zipfile raise on a damaged or hostile file: a truncated archive (EOFError),
+# a bad CRC or member header (BadZipFile), an unknown compression (NotImplementedError), a
+# malformed .npy header (ValueError, struct.error, zlib.error), a header declaring more data
+# than memory holds (MemoryError). All mean one thing to a user: the file is not readable.
+_UNREADABLE = (
+    ValueError,
+    OSError,
+    EOFError,
+    zipfile.BadZipFile,
+    NotImplementedError,
+    MemoryError,
+    struct.error,
+    zlib.error,
+)
+
+
 def _open(path: Path) -> np.lib.npyio.NpzFile:
     try:
         data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise DatasetFormatError(f"{path}: not a readable .npz file ({exc})") from exc
+    except _UNREADABLE as exc:
+        raise DatasetFormatError(f"{path}: not a readable .npz file ({_reason(exc)})") from exc
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise DatasetFormatError(f"{path}: holds a single array, expected an .npz with {_LAYOUTS}")
     return data
@@ -63,11 +81,20 @@ def _open(path: Path) -> np.lib.npyio.NpzFile:
 def _get(path: Path, data: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
     try:
         return data[key]
-    except ValueError as exc:  # object arrays need pickle, which we refuse to load
-        raise DatasetFormatError(
-            f"{path}: array {key!r} could not be read without pickle ({exc}); store numeric "
-            "arrays and classes as a unicode string array"
-        ) from exc
+    except ValueError as exc:
+        if "pickle" in str(exc):  # object arrays need pickle, which we refuse to load
+            raise DatasetFormatError(
+                f"{path}: array {key!r} could not be read without pickle ({exc}); store "
+                "numeric arrays and classes as a unicode string array"
+            ) from exc
+        raise DatasetFormatError(f"{path}: array {key!r} is not readable ({_reason(exc)})") from exc
+    except _UNREADABLE as exc:
+        raise DatasetFormatError(f"{path}: array {key!r} is not readable ({_reason(exc)})") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 # -- the JPEG layout ---------------------------------------------------------------------------
@@ -87,7 +114,7 @@ def _read_jpeg_layout(
             if all(k in decoded for k in PLAIN_KEYS):
                 return decoded
             log.warning("cache %s is incomplete; decoding %s again", cache, path)
-        except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        except _UNREADABLE as exc:
             log.warning("cache %s is unreadable (%s); decoding %s again", cache, exc, path)
     arrays: dict[str, np.ndarray] = {}
     for split in ("train", "test"):
@@ -122,7 +149,9 @@ def _check_offsets(
             f"{path}: {split}_offsets describes {len(offsets) - 1} images but y_{split} has "
             f"{len(labels)} labels (offsets must have length N+1)"
         )
-    if offsets[0] < 0 or offsets[-1] > len(buf) or np.any(np.diff(offsets) <= 0):
+    # int64 first: np.diff of unsigned offsets wraps around, so decreasing ones would pass.
+    steps = np.diff(offsets.astype(np.int64))
+    if offsets[0] < 0 or offsets[-1] > len(buf) or np.any(steps <= 0):
         raise DatasetFormatError(
             f"{path}: {split}_offsets must increase strictly from >= 0 to <= {len(buf)} "
             f"(the buffer length); got first {offsets[0]}, last {offsets[-1]}"

@@ -208,7 +208,9 @@ def corrupt_array(
             return out.astype(np.int64) + m
         return out * 2.0 if kind == "non_simplex" else out + 1.0
     if kind == "wrong_shape":
-        return out.T.copy() if out.ndim == 2 else out.reshape(-1, 1)
+        # An extra axis, never a transpose: a square payload with symmetric rows (n = M,
+        # uniform) transposes to itself and would pass validation.
+        return out[..., None].copy()
     if kind == "wrong_dtype":
         return out.astype(np.float32) if labels else out.astype(np.int32)
     if kind == "empty":

@@ -178,7 +178,7 @@ class SimulationEngine:
                 reply = self._clients[cid].handle(message)
             if self.faults is not None:
                 reply = self._inject(reply, cid, fault, context)
-            if self.strict and isinstance(reply, P.Reply) and reply.error_kind == "exception":
+            if self.strict and _raised(reply):
                 raise ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "
                     f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
@@ -311,6 +311,13 @@ def _crash(message: P.Message) -> P.Reply:
     """What a client whose code raised at the start of `message`'s task answers."""
     err = InjectedCrash(f"injected crash in task {message.task!r}")
     return P.Reply(message.task, error=f"InjectedCrash: {err}", error_kind="crash")
+
+
+def _raised(reply: Any) -> bool:
+    """Whether `reply` reports an exception in client code (compared as a str only: a reply
+    built by user code may hold anything, and `==` on an array is not a bool)."""
+    kind = getattr(reply, "error_kind", None) if isinstance(reply, P.Reply) else None
+    return isinstance(kind, str) and kind == "exception"
 
 
 def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:

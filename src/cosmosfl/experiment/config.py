@@ -8,6 +8,7 @@ the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -131,11 +132,35 @@ def _type_name(hint: Any) -> str:
     return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
+def _check_keys(raw: dict[Any, Any], where: str) -> None:
+    """Keys must be strings (YAML also makes ints, nulls and booleans of bare keys)."""
+    odd = [k for k in raw if not isinstance(k, str)]
+    if odd:
+        raise ConfigError(f"keys in {where} must be names, got {', '.join(map(repr, odd))}")
+
+
+def _as_number(value: Any, hint: Any, field_name: str) -> Any:
+    """`value` as a float where `hint` allows a float and it is a number (ints too); refuses
+    NaN, infinities and ints beyond float range, which no setting means."""
+    if float not in (typing.get_args(hint) or (hint,)):
+        return value
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return value
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ConfigError(f"{field_name} = {value} is too large for a number") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{field_name} = {value!r} must be a finite number")
+    return number
+
+
 def _build(cls: type, raw: Any, where: str) -> Any:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a mapping of keys to values, got {raw!r}")
+    _check_keys(raw, where)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(raw) - set(names))
@@ -147,8 +172,7 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     values = {}
     for name, value in raw.items():
         hint = hints[name]
-        if hint is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+        value = _as_number(value, hint, f"{where}.{name}")
         if not _type_ok(value, hint):
             raise ConfigError(f"{where}.{name} = {value!r} must be of type {_type_name(hint)}")
         values[name] = value
@@ -207,6 +231,7 @@ def _type_ok_for_config(hint: Any) -> bool:
 def validate_algorithm(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict) or "name" not in raw:
         raise ConfigError(f"algorithm must be a mapping with a 'name' (one of {_allowed_names()})")
+    _check_keys(raw, "algorithm")
     name = raw["name"]
     cls = settings_class(name)
     options = algorithm_options(name)
@@ -222,12 +247,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
         if key == "name":
             continue
         hint = hints[key]
-        if (
-            float in (typing.get_args(hint) or (hint,))
-            and isinstance(value, int)
-            and not isinstance(value, bool)
-        ):
-            value = float(value)
+        value = _as_number(value, hint, f"algorithm.{key}")
         if not _type_ok(value, hint):
             raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
         out[key] = value
@@ -277,6 +297,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     """Validate a plain dict (e.g. parsed YAML) into an ExperimentConfig."""
     if not isinstance(raw, dict):
         raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
+    _check_keys(raw, "the config")
     unknown = sorted(set(raw) - set(TOP_LEVEL))
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
@@ -405,7 +426,7 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
         )
     else:
         need(
-            bool(c.models) and all(v > 0 for v in c.models.values()),
+            bool(c.models) and all(0 < v < math.inf for v in c.models.values()),
             "clients.models",
             c.models,
             "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",
@@ -422,7 +443,13 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = [p for p in key.strip().split(".") if p]
     if not path:
         raise ConfigError(f"override {text!r} has an empty key")
-    return path, yaml.safe_load(value) if value.strip() else None
+    if not value.strip():
+        return path, None
+    try:
+        return path, yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"override {text!r}: the value is not valid YAML ({problem})") from None
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -452,7 +479,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     try:
-        raw = yaml.safe_load(p.read_text()) or {}
+        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text ({err.reason})") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {str(p)!r} is not valid YAML: {err}") from None
     if not isinstance(raw, dict):

@@ -57,6 +57,49 @@ class Batch:
     round_num: int = 0
 
 
+class RecordError(ValueError):
+    """A Flower message's records are not a well-formed batch or reply: a record or field is
+    missing or of the wrong type, or an array's bytes do not decode. The whole message is
+    refused (the server records the sender's items as rejected with this reason)."""
+
+
+_REQUIRED = object()
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def _config(content: RecordDict, name: str) -> ConfigRecord:
+    record = content.config_records.get(name)
+    if record is None:
+        raise RecordError(f"config record {name!r} is missing")
+    return record
+
+
+def _field(record: ConfigRecord, where: str, key: str, kind: type, default: Any = _REQUIRED) -> Any:
+    """`record[key]` if it has type `kind` (bool is not an int, an int is a float)."""
+    if key not in record:
+        if default is _REQUIRED:
+            raise RecordError(f"{where}[{key!r}] is missing")
+        return default
+    value = record[key]
+    ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok:
+        raise RecordError(f"{where}[{key!r}] = {_short(value)} must be {kind.__name__}")
+    return value
+
+
+def _count(record: ConfigRecord, where: str, key: str) -> int:
+    value = _field(record, where, key, int)
+    if value < 0:
+        raise RecordError(f"{where}[{key!r}] = {value} must be >= 0")
+    return value
+
+
 def _array_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
     record = ArrayRecord()
     for name, value in arrays.items():
@@ -64,8 +107,30 @@ def _array_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
     return record
 
 
-def _arrays(record: ArrayRecord | None) -> dict[str, np.ndarray]:
-    return {} if record is None else {name: arr.numpy() for name, arr in record.items()}
+def _arrays(record: ArrayRecord | None, where: str) -> dict[str, np.ndarray]:
+    if record is None:
+        return {}
+    out = {}
+    for name, arr in record.items():
+        try:
+            # Hostile bytes meet numpy's .npy parser here (Flower loads with
+            # allow_pickle=False, so object arrays are refused, never unpickled); whatever it
+            # raises (ValueError, EOFError, MemoryError for a huge declared shape, ...) means
+            # the same to us: the array does not decode.
+            value = arr.numpy()
+        except Exception as exc:
+            raise RecordError(
+                f"{where}[{name!r}] does not decode: {type(exc).__name__}: {_short(str(exc))}"
+            ) from None
+        if not isinstance(value, np.ndarray):
+            raise RecordError(f"{where}[{name!r}] holds a {type(value).__name__}, not one array")
+        if str(value.dtype) != arr.dtype or tuple(value.shape) != tuple(arr.shape):
+            raise RecordError(
+                f"{where}[{name!r}] declares {arr.dtype} {tuple(arr.shape)} but holds "
+                f"{value.dtype} {value.shape}"
+            )
+        out[name] = value
+    return out
 
 
 def encode_batch(batch: Batch) -> RecordDict:
@@ -84,19 +149,24 @@ def encode_batch(batch: Batch) -> RecordDict:
 
 
 def decode_batch(content: RecordDict) -> Batch:
-    head = content.config_records[BATCH]
-    batch = Batch(round_num=int(head["round"]))
-    for i in range(int(head["size"])):
-        kind = content.config_records[f"{i}.head"]["kind"]
-        config = dict(content.config_records[f"{i}.config"])
-        arrays = _arrays(content.array_records.get(f"{i}.arrays"))
+    """The batch a server sent; RecordError if its records are malformed."""
+    head = _config(content, BATCH)
+    batch = Batch(round_num=_field(head, BATCH, "round", int))
+    for i in range(_count(head, BATCH, "size")):
+        item_head = _config(content, f"{i}.head")
+        kind = _field(item_head, f"{i}.head", "kind", str)
+        config = dict(_config(content, f"{i}.config"))
+        arrays = _arrays(content.array_records.get(f"{i}.arrays"), f"{i}.arrays")
         if kind == SERVER_EVAL:
             batch.items.append(ServerEval(config, arrays))
         elif kind == PROTOCOL:
-            task = str(content.config_records[f"{i}.head"]["task"])
-            batch.items.append(P.Message(task, config, arrays))
+            task = _field(item_head, f"{i}.head", "task", str)
+            try:
+                batch.items.append(P.Message(task, config, arrays))
+            except (TypeError, ValueError) as err:
+                raise RecordError(f"item {i}: {err}") from None
         else:
-            raise ValueError(f"unknown batch item kind {kind!r}")
+            raise RecordError(f"unknown batch item kind {_short(kind)}")
     return batch
 
 
@@ -117,18 +187,30 @@ def encode_replies(partition_id: int, replies: list[ItemReply]) -> RecordDict:
 
 
 def decode_replies(content: RecordDict) -> tuple[int, list[ItemReply]]:
-    """(the partition id the client reports, its item replies in order)."""
-    head = content.config_records[CLIENT]
+    """(the partition id the client reports, its item replies in order); RecordError if the
+    records are malformed. The replies' arrays and metrics are not validated here: that is
+    the protocol's job (core/codecs.receive_reply), as for the in-process engine."""
+    head = _config(content, CLIENT)
+    partition = _count(head, CLIENT, "partition-id")
     out = []
-    for i in range(int(head["size"])):
-        h = content.config_records[f"{i}.head"]
+    for i in range(_count(head, CLIENT, "size")):
+        where = f"{i}.head"
+        h = _config(content, where)
+        kind = _field(h, where, "kind", str)
+        if kind not in (PROTOCOL, SERVER_EVAL):
+            raise RecordError(
+                f"{where}['kind'] = {_short(kind)} is not {PROTOCOL} or {SERVER_EVAL}"
+            )
+        seconds = _field(h, where, "seconds", float, 0.0)
+        if not P.is_finite_number(seconds) or seconds < 0:
+            raise RecordError(f"{where}['seconds'] = {_short(seconds)} must be finite and >= 0")
         reply = P.Reply(
-            str(h["task"]),
-            arrays=_arrays(content.array_records.get(f"{i}.arrays")),
+            _field(h, where, "task", str),
+            arrays=_arrays(content.array_records.get(f"{i}.arrays"), f"{i}.arrays"),
             metrics=dict(content.metric_records.get(f"{i}.metrics", {})),
-            error=h.get("error"),  # type: ignore[arg-type]
-            error_kind=h.get("error_kind"),  # type: ignore[arg-type]
-            traceback=h.get("traceback"),  # type: ignore[arg-type]
+            error=_field(h, where, "error", str, None),
+            error_kind=_field(h, where, "error_kind", str, None),
+            traceback=_field(h, where, "traceback", str, None),
         )
-        out.append(ItemReply(str(h["kind"]), reply, float(h.get("seconds", 0.0))))
-    return int(head["partition-id"]), out
+        out.append(ItemReply(kind, reply, float(seconds)))
+    return partition, out

@@ -119,8 +119,12 @@ class FlowerFederation:
                     if reply.has_error():
                         continue
                     node = reply.metadata.src_node_id
-                    pid, _ = codec.decode_replies(reply.content)
                     answered.add(node)
+                    try:
+                        pid, _ = codec.decode_replies(reply.content)
+                    except codec.RecordError as err:
+                        self.reporter.log(f"node {node} answered discovery malformed: {err}")
+                        continue
                     if pid not in self._expected:
                         self.reporter.log(f"node {node} serves partition {pid}, not in the config")
                     elif pid in self._nodes:
@@ -264,7 +268,11 @@ class FlowerFederation:
             if reply.has_error():
                 self._miss(cid, queued[cid], f"ClientApp failed: {reply.error.reason}")
                 continue
-            pid, item_replies = codec.decode_replies(reply.content)
+            try:
+                pid, item_replies = codec.decode_replies(reply.content)
+            except codec.RecordError as err:
+                self._refuse(cid, queued[cid], f"malformed reply: {err}")
+                continue
             if pid != cid or len(item_replies) != len(queued[cid]):
                 self._miss(cid, queued[cid], f"malformed reply (partition {pid})")
                 continue
@@ -289,10 +297,12 @@ class FlowerFederation:
         reply = item.reply
         self._client_seconds[ticket.task][cid] += item.seconds
         if item.kind == codec.SERVER_EVAL:
-            if reply.ok:
+            bad = [k for k, v in reply.metrics.items() if not P.is_finite_number(v)]
+            if reply.ok and not bad:
                 ticket.replies[cid] = reply
             else:
-                self._rejected.append({"client": cid, "task": "server_eval", "reason": reply.error})
+                reason = reply.error or f"metrics {bad} are not finite numbers"
+                self._rejected.append({"client": cid, "task": "server_eval", "reason": reason})
             return
         self._bytes_up[cid] += P.message_bytes(reply)
         spec = P.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
@@ -310,6 +320,13 @@ class FlowerFederation:
             ticket.failures.append(str(err))
             self._rejected.append({"client": cid, "task": ticket.task, "reason": err.reason})
             self.log(str(err))
+
+    def _refuse(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
+        """A reply that came but could not be read: every item it answers is rejected."""
+        for ticket, _ in items:
+            ticket.failures.append(f"client {cid}: {reason}")
+            self._rejected.append({"client": cid, "task": ticket.task, "reason": reason})
+        self.log(f"client {cid}: {reason}")
 
     def _miss(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
         for ticket, _ in items:
