@@ -171,6 +171,7 @@ def paper_round(
     else:
         result["cut_in_phase"] = cut
         result["projected_total_s"] = project_round(measured, tasks, len(exp.clients), cut)
+        result["phases_not_reached"] = [p for p in PHASES if p not in measured]
     return result
 
 
