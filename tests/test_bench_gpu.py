@@ -171,6 +171,15 @@ def _note_phase_only(engine, deadline, state):
     yield
 
 
+def test_paper_round_outside_a_checkout_uses_the_shipped_preset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here
+    result = rounds.paper_round(
+        time.perf_counter() - 1, device="cpu", overrides=TOY.round_overrides, synthetic=(300, 100)
+    )
+    assert result["config"].endswith("presets/paper-cifar10.yaml")
+    assert result["clients"] == 5 and result["completed"] is False
+
+
 def test_project_round_scales_the_cut_phase_by_the_clients_it_finished():
     seconds = {"local_training": 100.0, "prediction": 10.0, "evaluation": 4.0,
                "clustering": 1.0, "server_distillation": 50.0, "client_distillation": 30.0,

@@ -110,8 +110,9 @@ def paper_round(
 ) -> dict[str, Any]:
     """Round 1 of the paper config (pre-training, prediction, clustering, server and client
     distillation, evaluation) until `deadline` (perf_counter): no phase and no client task
-    starts after it. CIFAR-10 from `data_dir`; None = random images of CIFAR-10's shape
-    (`synthetic` train / test counts), for timings only."""
+    starts after it. `config` defaults to configs/paper-cifar10.yaml, else the shipped preset.
+    CIFAR-10 from `data_dir`; None = random images of CIFAR-10's shape (`synthetic` train /
+    test counts), for timings only."""
     import torch
 
     from cosmosfl.engines.simulation import SimulationEngine
@@ -119,8 +120,12 @@ def paper_round(
     from cosmosfl.experiment.runner import build_experiment
 
     path = config or PAPER_CONFIG
+    if config is None and not Path(path).is_file():  # outside a checkout: the shipped copy
+        from cosmosfl.presets import preset_path
+
+        path = str(preset_path("paper-cifar10"))
     if not Path(path).is_file():
-        raise ConfigError(f"config {path!r} not found; run from the checkout or pass --config")
+        raise ConfigError(f"config {path!r} not found")
     overrides = ["rounds=1", f"device={device}", *overrides]
     with tempfile.TemporaryDirectory() as tmp:
         if data_dir is not None:
