@@ -221,17 +221,37 @@ def fastpath(
     return report
 
 
-def batched_speed(x, y, k_models, *, quick, repeats) -> list[list[Any]]:
-    n = min(len(x), 512 if quick else 1000)
-    xs, ys = torch.from_numpy(x[:n]), torch.from_numpy(y[:n])
-    base = [net("cnn", seed=s) for s in range(k_models)]
+def stacked_vs_sequential(
+    name: str,
+    k_models: int,
+    *,
+    width: float,
+    batch_size: int,
+    steps: int,
+    device: torch.device | str = "cpu",
+    repeats: int = 2,
+    x: torch.Tensor | None = None,
+    y: torch.Tensor | None = None,
+) -> dict[str, list[float]]:
+    """Seconds of training K same-architecture models for `steps` Adam steps each: stacked
+    (`StackedModels`, one vmapped forward/backward for all K) vs one after another, interleaved.
+    Random 32x32 inputs unless `x`, `y` (at least batch_size * steps of them) are given."""
+    n = batch_size * steps
+    if x is None or y is None:
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randn(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
+    xs, ys = x[:n].to(device), y[:n].to(device)
+    base = [net(name, width=width, seed=s).to(device) for s in range(k_models)]
     labels = ys.expand(k_models, n).contiguous()
 
-    def orders():
+    def orders() -> list[list[torch.Tensor]]:
         g = torch.Generator().manual_seed(0)
-        return [list(torch.randperm(n, generator=g).split(32)) for _ in range(k_models)]
+        return [
+            [i.to(device) for i in torch.randperm(n, generator=g).split(batch_size)]
+            for _ in range(k_models)
+        ]
 
-    def sequential():
+    def sequential() -> None:
         models = [copy.deepcopy(m) for m in base]
         for m, order in zip(models, orders(), strict=True):
             m.train()
@@ -242,11 +262,27 @@ def batched_speed(x, y, k_models, *, quick, repeats) -> list[list[Any]]:
                 loss.backward()
                 opt.step()
 
-    def batched():
+    def stacked() -> None:
         StackedModels([copy.deepcopy(m) for m in base]).fit(xs, labels, orders())
 
-    t = interleaved({"seq": sequential, "vmap": batched}, repeats=1 if quick else repeats)
-    seq, bat = median(t["seq"]), median(t["vmap"])
+    return interleaved({"sequential": sequential, "stacked": stacked}, repeats=repeats)
+
+
+def batched_speed(x, y, k_models, *, quick, repeats) -> list[list[Any]]:
+    n = min(len(x), 512 if quick else 1000)
+    steps = n // 32
+    t = stacked_vs_sequential(
+        "cnn",
+        k_models,
+        width=0.5,
+        batch_size=32,
+        steps=steps,
+        repeats=1 if quick else repeats,
+        x=torch.from_numpy(x),
+        y=torch.from_numpy(y),
+    )
+    seq, bat = median(t["sequential"]), median(t["stacked"])
+    n = 32 * steps
     return [
         [f"{k_models} cnn models: sequential", "train", k_models * n / seq, 1.0, "-", "-"],
         [

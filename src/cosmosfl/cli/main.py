@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="run benchmarks (table on stdout, JSON in --out); see benchmarks/README.md",
         description="Benchmarks measured side by side in one process: overhead, fastpath, "
-        "clustering, communication, round-time, parallel (or all).",
+        "clustering, communication, round-time, parallel (or all), and gpu (CUDA; not in all).",
     )
     from cosmosfl.bench.runner import add_arguments
 

@@ -70,10 +70,11 @@ class StackedModels:
             raise ValueError(f"need labels and batch orders for {len(self)} models")
         self.train(True)
         opt = torch.optim.Adam(list(self.params.values()), lr=lr)
-        totals = torch.zeros(len(self), dtype=torch.float64)
+        # Orders are usually built on the CPU; gather needs its index on y's device (CUDA).
+        totals = torch.zeros(len(self), dtype=torch.float64, device=y.device)
         count = 0
         for batches in zip(*orders, strict=True):
-            idx = torch.stack(list(batches))  # (K, B)
+            idx = torch.stack(list(batches)).to(y.device)  # (K, B)
             logits = self.forward(x[idx])
             yb = torch.gather(y, 1, idx)
             losses = (
