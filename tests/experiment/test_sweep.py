@@ -237,3 +237,23 @@ def test_cli_sweep_runs_reruns_and_reports_errors_in_one_line(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.startswith("cosmosfl: error: --grid data.num_client: unknown key; allowed in data:")
     assert err.count("\n") == 1
+
+
+def test_a_sweep_split_by_seed_and_algorithm_reports_every_finished_run(tmp_path):
+    # Splitting a grid across sessions (one seed, one algorithm per call) must not narrow
+    # sweep.yaml to the last call, or the report silently drops the earlier runs.
+    axes = [parse_grid("clients.lr=0.001,0.002")]
+    run_sweep(plan_sweep(BASE, axes, ["local"], [1, 2], tmp_path, []), progress=False,
+              echo=lambda _: None)  # fmt: skip
+    run_sweep(plan_sweep(BASE, axes, ["cosmos"], [2], tmp_path, []), progress=False,
+              echo=lambda _: None)  # fmt: skip
+    doc = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
+    assert doc["algorithms"] == ["local", "cosmos"]
+    assert doc["seeds"] == [1, 2]
+    report = (tmp_path / "ablation-clients.lr.md").read_text()
+    assert "1, 2 (n = 2)" in report  # local's seeds, from the first call
+    # A different grid in the same folder replaces the description instead of mixing with it.
+    run_sweep(plan_sweep(BASE, [parse_grid("clients.lr=0.001")], ["local"], [3], tmp_path, []),
+              progress=False, echo=lambda _: None)  # fmt: skip
+    doc = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
+    assert (doc["algorithms"], doc["seeds"]) == (["local"], [3])

@@ -306,7 +306,7 @@ def run_sweep(
     if changed and not force:
         first = next(r for r in owners if r.run is changed[0][0])
         raise changed_error(changed, first.label())
-    write_atomic(plan.out / SWEEP_FILE, sweep_yaml(plan))
+    write_atomic(plan.out / SWEEP_FILE, sweep_yaml(plan, previous=read_sweep(plan.out)))
     for entry in plan.runs:
         if entry.same_as is not None:
             _symlink(entry.run.path, entry.same_as.run.path)
@@ -358,7 +358,10 @@ def _symlink(path: Path, target: Path) -> None:
     os.symlink(os.path.relpath(target, path.parent), path, target_is_directory=True)
 
 
-def sweep_yaml(plan: SweepPlan) -> str:
+def sweep_yaml(plan: SweepPlan, previous: dict[str, Any] | None = None) -> str:
+    """sweep.yaml for `plan`. When `previous` (the folder's sweep.yaml) describes the same grid
+    and overrides, its algorithms, seeds and shared runs are kept too: a sweep run one seed or
+    one algorithm at a time (to split it across sessions) still reports every finished run."""
     rel = lambda p: p.relative_to(plan.out).as_posix()  # noqa: E731
     doc = {
         "grid": [{"key": a.key, "values": a.values, "folders": a.names} for a in plan.axes],
@@ -371,6 +374,13 @@ def sweep_yaml(plan: SweepPlan) -> str:
         },
         "base": plan.cells[0].plan.base.to_dict() if plan.cells else {},
     }
+    if previous and all(previous.get(k) == doc[k] for k in ("grid", "overrides", "base")):
+        doc["algorithms"] = [
+            *previous.get("algorithms", []),
+            *(a for a in doc["algorithms"] if a not in previous.get("algorithms", [])),
+        ]
+        doc["seeds"] = sorted({*previous.get("seeds", []), *doc["seeds"]})
+        doc["shared_runs"] = {**previous.get("shared_runs", {}), **doc["shared_runs"]}
     header = (
         "# cosmosfl sweep: the grid (keys, values, their folders), algorithms, seeds and cells.\n"
         "# shared_runs: runs that are the same experiment as an earlier cell's (a grid key the\n"
