@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,14 +207,21 @@ def check_clients(cfg: ExperimentConfig) -> list[str]:
     return names
 
 
-def build_experiment(cfg: ExperimentConfig) -> Experiment:
+def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = None) -> Experiment:
     """Load data, partition it, and build clients and the algorithm, all seeded from cfg.seed.
 
     The partition and the clients depend only on the seed and the data/clients sections, never
     on the algorithm: every algorithm run with the same seed sees the same splits and the same
-    initial client models.
+    initial client models. `clients` (ids) builds only those clients, each exactly as in the
+    full build: a Flower node prepares its own partition and U, never another client's data.
     """
     d = cfg.data
+    wanted = list(range(d.num_clients)) if clients is None else sorted(set(clients))
+    outside = [c for c in wanted if not 0 <= c < d.num_clients]
+    if outside:
+        raise ValueError(
+            f"client ids {outside} are not clients of this config (ids 0-{d.num_clients - 1})"
+        )
     names = check_clients(cfg)
     dataset = load_dataset(d.dataset, d.data_dir, download=d.download)
     dataset = subsample(
@@ -241,21 +248,25 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     # Standardise with statistics of the public set U: everyone has it, so no client's
     # private data leaks into the preprocessing of the others.
     mean, std = channel_stats(dataset.x_train[part.public])
-    x_train = prepare_images(dataset.x_train, mean, std)
-    x_test = prepare_images(dataset.x_test, mean, std)
+
+    def train_part(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # Standardising is elementwise, so a slice prepared alone equals that slice of the
+        # whole set prepared: each client's arrays are prepared from its own indices only.
+        return prepare_images(dataset.x_train[idx], mean, std), dataset.y_train[idx]
+
     m = dataset.num_classes
-    clients = []
-    for cid in range(d.num_clients):
+    built = []
+    for cid in wanted:
         tr, te = part.client_train[cid], part.client_test[cid]
         tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
         learner = make_learner(names[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
-        clients.append(
+        built.append(
             Client(
                 cid,
                 learner,
-                (x_train[tr], dataset.y_train[tr]),
-                (x_test[te], dataset.y_test[te]),
-                validation=(x_train[va], dataset.y_train[va]) if len(va) else None,
+                train_part(tr),
+                (prepare_images(dataset.x_test[te], mean, std), dataset.y_test[te]),
+                validation=train_part(va) if len(va) else None,
             )
         )
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
@@ -266,7 +277,7 @@ def build_experiment(cfg: ExperimentConfig) -> Experiment:
     if "public_probe" in fields and part.class_groups is not None:
         options["public_probe"] = public_probe(dataset.y_train[part.public], part)
     algorithm = cls(**options)
-    return Experiment(cfg, dataset, part, clients, x_train[part.public], algorithm, names)
+    return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
 
 
 def validation_holdout(

@@ -66,14 +66,15 @@ def load_client(
         return _CLIENTS[key]
     from cosmosfl.experiment.runner import build_experiment
 
-    exp = build_experiment(cfg)
-    ids = [c.id for c in exp.clients]
-    if pid not in ids:
+    if not 0 <= pid < cfg.data.num_clients:
+        ids = list(range(cfg.data.num_clients))
         raise ValueError(f"partition-id {pid} is not a client of this config (ids {ids})")
-    for c in exp.clients:
-        c.public_x = exp.public_x
-        _CLIENTS[(settings.config_text, c.id)] = (c, c.get_state())
-    client, initial = _CLIENTS[key]
+    # Only this node's partition: its private data, its test split and U, nobody else's.
+    exp = build_experiment(cfg, clients=[pid])
+    client = exp.clients[0]
+    client.public_x = exp.public_x
+    initial = client.get_state()
+    _CLIENTS[key] = (client, initial)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     torch.save({"client": client, "initial": initial}, tmp)
     os.replace(tmp, path)
