@@ -1,14 +1,31 @@
-"""Experiments: config schema, runner, run directories, summaries, comparisons and reports."""
+"""Experiments: config schema, runner, run directories, summaries, comparisons and reports.
 
-from cosmosfl.experiment.centralized import run_centralized
-from cosmosfl.experiment.compare import plan_compare, run_compare
-from cosmosfl.experiment.config import ConfigError, ExperimentConfig, load_config
-from cosmosfl.experiment.inprocess import simulate
-from cosmosfl.experiment.report import write_report
-from cosmosfl.experiment.result import SimulationResult
-from cosmosfl.experiment.runner import build_experiment, run_experiment
-from cosmosfl.experiment.server_models import torch_server_learner
-from cosmosfl.experiment.summary import summarize, write_run_directory
+Names are imported on first use: a Flower ClientApp imports `experiment.runner` on every
+message (a process per message in deployment) and must not pay for comparisons, reports or
+tracking it never uses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ConfigError": "cosmosfl.experiment.config",
+    "ExperimentConfig": "cosmosfl.experiment.config",
+    "SimulationResult": "cosmosfl.experiment.result",
+    "build_experiment": "cosmosfl.experiment.runner",
+    "load_config": "cosmosfl.experiment.config",
+    "plan_compare": "cosmosfl.experiment.compare",
+    "run_centralized": "cosmosfl.experiment.centralized",
+    "run_compare": "cosmosfl.experiment.compare",
+    "run_experiment": "cosmosfl.experiment.runner",
+    "simulate": "cosmosfl.experiment.inprocess",
+    "summarize": "cosmosfl.experiment.summary",
+    "torch_server_learner": "cosmosfl.experiment.server_models",
+    "write_report": "cosmosfl.experiment.report",
+    "write_run_directory": "cosmosfl.experiment.summary",
+}
 
 __all__ = [
     "ConfigError",
@@ -26,3 +43,27 @@ __all__ = [
     "write_report",
     "write_run_directory",
 ]
+
+if TYPE_CHECKING:
+    from cosmosfl.experiment.centralized import run_centralized
+    from cosmosfl.experiment.compare import plan_compare, run_compare
+    from cosmosfl.experiment.config import ConfigError, ExperimentConfig, load_config
+    from cosmosfl.experiment.inprocess import simulate
+    from cosmosfl.experiment.report import write_report
+    from cosmosfl.experiment.result import SimulationResult
+    from cosmosfl.experiment.runner import build_experiment, run_experiment
+    from cosmosfl.experiment.server_models import torch_server_learner
+    from cosmosfl.experiment.summary import summarize, write_run_directory
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cosmosfl.experiment' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

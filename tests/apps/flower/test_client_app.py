@@ -61,3 +61,31 @@ def test_a_partition_id_outside_the_config_is_a_clear_error(tmp_path, monkeypatc
         client_app.load_client(settings_for(cfg), 4, str(tmp_path))
     with pytest.raises(ValueError, match=r"client ids \[-1\] are not clients of this config"):
         build_experiment(cfg, clients=[-1])
+
+
+def test_the_client_app_imports_no_reporting_plotting_or_cli_modules() -> None:
+    # Deployment starts a ClientApp process per message: what it imports is paid every time.
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json, cosmosfl.apps.flower.client_app as app;"
+        "import cosmosfl.experiment.runner;"  # what load_client imports on a message
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    loaded = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    unwanted = [
+        m
+        for m in loaded
+        if m.split(".")[0] in {"matplotlib", "mlflow", "tensorboard"}
+        or m in {"cosmosfl.cli", "cosmosfl.bench"}
+        or m.startswith(("cosmosfl.cli.", "cosmosfl.bench.", "cosmosfl.experiment.report",
+                         "cosmosfl.experiment.plots", "cosmosfl.experiment.compare",
+                         "cosmosfl.experiment.sweep"))
+    ]  # fmt: skip
+    assert unwanted == []
