@@ -24,8 +24,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from cosmosfl.core.cluster_choice import CLUSTERINGS, ClientClusters, choose_clusters
 from cosmosfl.core.clustering import THRESHOLD_RULES, pairwise_distances
+from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import ExperimentConfig, load_config
-from cosmosfl.experiment.runner import build_experiment
 
 
 def rules(d: np.ndarray, k: int) -> dict[str, ClientClusters]:

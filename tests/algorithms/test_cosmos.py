@@ -280,7 +280,7 @@ def test_server_models_take_the_clients_training_settings():
         "clients.eval_batch_size=77",
         "algorithm.server_head_init=default",
     ]
-    from cosmosfl.experiment.runner import build_experiment
+    from cosmosfl.experiment.build import build_experiment
 
     exp = build_experiment(load_config("configs/default.yaml", overrides))
     h = exp.algorithm.server_learner((1, 8, 8), 10, 0)

@@ -187,8 +187,8 @@ def test_mixing_architectures_is_a_clear_error_naming_the_method(name):
 
 
 def test_config_with_mixed_architectures_is_rejected_before_training():
+    from cosmosfl.experiment.build import check_clients
     from cosmosfl.experiment.config import ConfigError, config_from_dict
-    from cosmosfl.experiment.runner import check_clients
 
     for models in ({"mlp": 0.5, "cnn": 0.5}, {"logistic_regression": 1.0}):
         cfg = config_from_dict({"clients": {"models": models}, "algorithm": {"name": "ditto"}})

@@ -8,8 +8,8 @@ from cosmosfl.algorithms.base import DeferredMetrics
 from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.core import protocol as P
 from cosmosfl.engines import SimulationEngine
+from cosmosfl.experiment.build import build_experiment, validation_holdout
 from cosmosfl.experiment.config import ConfigError, load_config
-from cosmosfl.experiment.runner import build_experiment, validation_holdout
 from cosmosfl.experiment.server_models import provide_server_learner
 from cosmosfl.models.registry import build_model
 

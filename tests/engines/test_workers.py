@@ -6,8 +6,9 @@ import pytest
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.workers import WorkerPool
+from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import ConfigError, load_config
-from cosmosfl.experiment.runner import build_experiment, run_experiment
+from cosmosfl.experiment.runner import run_experiment
 from cosmosfl.learners.base import Learner
 
 FAST = [

@@ -7,13 +7,14 @@ import pytest
 
 from cosmosfl.algorithms.base import RoundRecord
 from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.centralized import (
     _engine_record,
     centralized_architecture,
     run_centralized,
 )
 from cosmosfl.experiment.config import ConfigError, config_from_dict
-from cosmosfl.experiment.runner import build_experiment, run_experiment
+from cosmosfl.experiment.runner import run_experiment
 from cosmosfl.learners.torch import TorchLearner
 
 TINY = {

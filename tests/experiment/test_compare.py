@@ -9,6 +9,7 @@ import torch
 
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.experiment import compare as compare_module
+from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.compare import (
     parse_algorithms,
     parse_seeds,
@@ -17,7 +18,6 @@ from cosmosfl.experiment.compare import (
 )
 from cosmosfl.experiment.config import ConfigError, config_from_dict
 from cosmosfl.experiment.result import SimulationResult
-from cosmosfl.experiment.runner import build_experiment
 
 BASE = {
     "rounds": 1,

@@ -1,5 +1,6 @@
 import pytest
 
+from cosmosfl.experiment.build import client_model_names
 from cosmosfl.experiment.config import (
     ConfigError,
     apply_overrides,
@@ -7,7 +8,6 @@ from cosmosfl.experiment.config import (
     dump_config,
     load_config,
 )
-from cosmosfl.experiment.runner import client_model_names
 
 
 def test_defaults_are_the_papers():

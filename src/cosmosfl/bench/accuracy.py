@@ -67,7 +67,7 @@ def time_to_accuracy(
     or `budget_s` wall seconds pass (checked before every client task, so a round that would
     outlast the budget is cut short and reported as unfinished, with what it did finish)."""
     from cosmosfl.engines.simulation import SimulationEngine
-    from cosmosfl.experiment.runner import build_experiment
+    from cosmosfl.experiment.build import build_experiment
 
     extra = ["data.max_train=1500", "algorithm.pretrain_epochs=1"] if quick else []
     variants = {"recommended CPU choices": [], "paper choices": PAPER}

@@ -116,8 +116,8 @@ def paper_round(
     import torch
 
     from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.experiment.build import build_experiment
     from cosmosfl.experiment.config import load_config
-    from cosmosfl.experiment.runner import build_experiment
 
     path = config or PAPER_CONFIG
     if config is None and not Path(path).is_file():  # outside a checkout: the shipped copy

@@ -23,7 +23,7 @@ def add_parser(sub: Any, add_config_args: Any) -> None:
 
 def run(args: argparse.Namespace, cfg: Any) -> int:
     from cosmosfl.data import label_summary, label_table, plot_label_distribution, write_label_csv
-    from cosmosfl.experiment.runner import build_experiment
+    from cosmosfl.experiment.build import build_experiment
 
     exp = build_experiment(cfg)
     ds, names = exp.dataset, list(exp.dataset.classes)

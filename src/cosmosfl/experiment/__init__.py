@@ -14,7 +14,7 @@ _EXPORTS = {
     "ConfigError": "cosmosfl.experiment.config",
     "ExperimentConfig": "cosmosfl.experiment.config",
     "SimulationResult": "cosmosfl.experiment.result",
-    "build_experiment": "cosmosfl.experiment.runner",
+    "build_experiment": "cosmosfl.experiment.build",
     "load_config": "cosmosfl.experiment.config",
     "plan_compare": "cosmosfl.experiment.compare",
     "run_centralized": "cosmosfl.experiment.centralized",
@@ -45,13 +45,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from cosmosfl.experiment.build import build_experiment
     from cosmosfl.experiment.centralized import run_centralized
     from cosmosfl.experiment.compare import plan_compare, run_compare
     from cosmosfl.experiment.config import ConfigError, ExperimentConfig, load_config
     from cosmosfl.experiment.inprocess import simulate
     from cosmosfl.experiment.report import write_report
     from cosmosfl.experiment.result import SimulationResult
-    from cosmosfl.experiment.runner import build_experiment, run_experiment
+    from cosmosfl.experiment.runner import run_experiment
     from cosmosfl.experiment.server_models import torch_server_learner
     from cosmosfl.experiment.summary import summarize, write_run_directory
 

@@ -21,13 +21,13 @@ import numpy as np
 from cosmosfl.algorithms.base import RoundRecord
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
+from cosmosfl.experiment.build import make_learner
 from cosmosfl.experiment.config import ConfigError
 from cosmosfl.experiment.result import SimulationResult
-from cosmosfl.experiment.runner import make_learner
 from cosmosfl.models.registry import model_names
 
 if TYPE_CHECKING:
-    from cosmosfl.experiment.runner import Experiment
+    from cosmosfl.experiment.build import Experiment
 
 RecordSink = Callable[[dict[str, Any]], None]
 

@@ -22,6 +22,7 @@ import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.engines.progress import Reporter
+from cosmosfl.experiment.build import check_clients
 from cosmosfl.experiment.config import (
     TOP_LEVEL,
     ConfigError,
@@ -38,12 +39,7 @@ from cosmosfl.experiment.config import (
 from cosmosfl.experiment.report import Report, algorithm_order, write_report
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
-from cosmosfl.experiment.runner import (
-    check_clients,
-    resumable,
-    resume_experiment,
-    run_experiment,
-)
+from cosmosfl.experiment.runner import resumable, resume_experiment, run_experiment
 from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.tracking import Tracker, make_tracker
 

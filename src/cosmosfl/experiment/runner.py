@@ -1,10 +1,10 @@
-"""From a config to a finished run: data, partition, client models, algorithm, engine, run dir."""
+"""From a config to a finished run: the engine, the rounds, checkpoints and the run directory
+(the experiment itself is built by build.py)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,22 +13,9 @@ import torch
 import yaml
 
 from cosmosfl.algorithms.base import Algorithm
-from cosmosfl.algorithms.registry import ALGORITHMS
-from cosmosfl.client import Client
-from cosmosfl.core.seeds import derive_seed
-from cosmosfl.data import (
-    ImageDataset,
-    Partition,
-    channel_stats,
-    default_augmentation,
-    load_dataset,
-    make_partition,
-    prepare_images,
-    subsample,
-    train_augmentation_for,
-)
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.experiment.build import Experiment, build_experiment
 from cosmosfl.experiment.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -42,283 +29,15 @@ from cosmosfl.experiment.config import (
     dump_config,
     identity,
     load_config,
-    reference_runs,
-    settings_class,
 )
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
-from cosmosfl.experiment.server_models import torch_server_learner
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.sklearn import SklearnLearner
-from cosmosfl.learners.torch import TorchLearner
-from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model, model_names
 
 if TYPE_CHECKING:
-    from cosmosfl.experiment.centralized import Centralized
-
-SKLEARN_MODELS = ("logistic_regression", "random_forest")
-
-
-@dataclass
-class Experiment:
-    """Everything a run needs, built from a config (and inspectable before running)."""
-
-    config: ExperimentConfig
-    dataset: ImageDataset
-    partition: Partition
-    clients: list[Client]
-    public_x: np.ndarray
-    algorithm: Algorithm | Centralized  # a protocol algorithm, or a reference run
-    client_models: list[str]
-
-
-def client_model_names(models: dict[str, float] | list[str], num_clients: int) -> list[str]:
-    """One architecture name per client id.
-
-    A mix {name: fraction} becomes counts by largest remainder, then the names are spread
-    evenly over the ids (not in blocks), so that consecutive ids — which share a class group
-    in the paper split — get different architectures and group is not confounded with model.
-    """
-    if isinstance(models, list):
-        return list(models)
-    names = list(models)
-    weights = np.array([models[n] for n in names], dtype=np.float64)
-    exact = weights / weights.sum() * num_clients
-    counts = np.floor(exact).astype(int)
-    order = np.argsort(-(exact - counts), kind="stable")
-    counts[order[: num_clients - counts.sum()]] += 1
-    slots = [((j + 0.5) / c, i) for i, c in enumerate(counts) for j in range(c)]
-    return [names[i] for _, i in sorted(slots)]
-
-
-def make_learner(
-    name: str, cfg: ExperimentConfig, dataset: ImageDataset, seed: int, num_classes: int
-) -> Learner:
-    c = cfg.clients
-    if name == "logistic_regression":
-        from sklearn.linear_model import LogisticRegression
-
-        return SklearnLearner(LogisticRegression(max_iter=300), num_classes=num_classes)
-    if name == "random_forest":
-        from sklearn.ensemble import RandomForestClassifier
-
-        return SklearnLearner(
-            RandomForestClassifier(n_estimators=100, random_state=seed % 2**31, n_jobs=1),
-            num_classes=num_classes,
-        )
-    channels, size = dataset.image_shape[0], dataset.image_shape[1]
-    lo, hi = IMAGE_SIZE_RANGE
-    if not lo <= size <= hi:
-        raise ConfigError(
-            f"data.dataset = {cfg.data.dataset!r} has {size} px images; the torch model zoo "
-            f"takes {lo}-{hi} px (resize the data, or use scikit-learn client models)"
-        )
-    net = build_model(
-        name,
-        in_channels=channels,
-        num_classes=num_classes,
-        image_size=size,
-        width=c.width,
-        seed=seed,
-    )
-    return TorchLearner(
-        net,
-        num_classes=num_classes,
-        lr=c.lr,
-        distill_lr=c.distill_lr,
-        batch_size=c.batch_size,
-        augmentation=default_augmentation(dataset.natural),
-        device=cfg.device,
-        seed=seed,
-        train_augmentation=(
-            train_augmentation_for(dataset.image_shape, dataset.natural)
-            if c.train_augmentation
-            else None
-        ),
-        **_shared_learner_options(cfg),
-    )
-
-
-def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """TorchLearner settings from the `clients` section that server models share."""
-    c = cfg.clients
-    return {
-        "eval_batch_size": c.eval_batch_size,
-        "consistency_samples": c.consistency_samples,
-        "precision": c.precision,
-        "channels_last": c.channels_last,
-        "consistency_target": c.consistency_target,
-        "neighbour_bn": c.neighbour_bn,
-    }
-
-
-def server_learner_factory(cfg: ExperimentConfig, dataset: ImageDataset) -> Any:
-    """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
-    (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
-    a = cfg.algorithm
-    return torch_server_learner(
-        a["server_model"],
-        width=a["server_width"],
-        batch_size=a["server_batch_size"],
-        distill_lr=a["server_lr"],
-        augmentation=default_augmentation(dataset.natural),
-        device=cfg.device,
-        head_init=a["server_head_init"],
-        **_shared_learner_options(cfg),
-    )
-
-
-def _check_model_names(names: list[str]) -> None:
-    allowed = set(model_names()) | set(SKLEARN_MODELS)
-    bad = sorted(set(names) - allowed)
-    if bad:
-        raise ConfigError(
-            f"clients.models: unknown model(s) {', '.join(bad)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
-
-
-def check_homogeneous(algorithm: str, names: list[str]) -> None:
-    """Parameter-sharing algorithms (fedavg, ditto, ...) need one torch architecture."""
-    cls = ALGORITHMS.get(algorithm)
-    if cls is None or cls.model_agnostic:
-        return
-    kinds = sorted(set(names))
-    if len(kinds) > 1 or kinds[0] in SKLEARN_MODELS:
-        raise ConfigError(
-            f"clients.models = {', '.join(kinds)}: algorithm {algorithm} exchanges model "
-            "parameters and needs every client to use the same torch architecture; give one "
-            "name (e.g. clients.models: {cnn: 1.0}) or use a model-agnostic algorithm "
-            f"({', '.join(sorted(n for n, c in ALGORITHMS.items() if c.model_agnostic))})"
-        )
-
-
-def check_clients(cfg: ExperimentConfig) -> list[str]:
-    """Checks beyond the schema that need no data: client model names, and what a reference
-    run (e.g. centralized) needs of the clients. Returns one architecture name per client."""
-    names = client_model_names(cfg.clients.models, cfg.data.num_clients)
-    _check_model_names(names)
-    check_homogeneous(cfg.algorithm["name"], names)
-    reference = reference_runs().get(cfg.algorithm["name"])
-    if reference is not None:
-        reference.check_clients(names)
-    return names
-
-
-def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = None) -> Experiment:
-    """Load data, partition it, and build clients and the algorithm, all seeded from cfg.seed.
-
-    The partition and the clients depend only on the seed and the data/clients sections, never
-    on the algorithm: every algorithm run with the same seed sees the same splits and the same
-    initial client models. `clients` (ids) builds only those clients, each exactly as in the
-    full build: a Flower node prepares its own partition and U, never another client's data.
-    """
-    d = cfg.data
-    wanted = list(range(d.num_clients)) if clients is None else sorted(set(clients))
-    outside = [c for c in wanted if not 0 <= c < d.num_clients]
-    if outside:
-        raise ValueError(
-            f"client ids {outside} are not clients of this config (ids 0-{d.num_clients - 1})"
-        )
-    names = check_clients(cfg)
-    dataset = load_dataset(d.dataset, d.data_dir, download=d.download)
-    dataset = subsample(
-        dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32
-    )
-    options: dict[str, Any] = {
-        "public_fraction": d.public_fraction,
-        "test_per_client": d.test_per_client,
-    }
-    if d.partition == "paper":
-        options.update(num_groups=d.num_groups, alpha=d.alpha, mix_fraction=d.mix_fraction)
-    elif d.partition == "dirichlet":
-        options.update(alpha=d.alpha)
-    elif d.partition == "pathological":
-        options.update(classes_per_client=d.classes_per_client)
-    part = make_partition(
-        d.partition,
-        dataset.y_train,
-        dataset.y_test,
-        d.num_clients,
-        seed=derive_seed(cfg.seed, "partition") % 2**32,
-        **options,
-    )
-    # Standardise with statistics of the public set U: everyone has it, so no client's
-    # private data leaks into the preprocessing of the others.
-    mean, std = channel_stats(dataset.x_train[part.public])
-
-    def train_part(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # Standardising is elementwise, so a slice prepared alone equals that slice of the
-        # whole set prepared: each client's arrays are prepared from its own indices only.
-        return prepare_images(dataset.x_train[idx], mean, std), dataset.y_train[idx]
-
-    m = dataset.num_classes
-    built = []
-    for cid in wanted:
-        tr, te = part.client_train[cid], part.client_test[cid]
-        tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
-        learner = make_learner(names[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
-        built.append(
-            Client(
-                cid,
-                learner,
-                train_part(tr),
-                (prepare_images(dataset.x_test[te], mean, std), dataset.y_test[te]),
-                validation=train_part(va) if len(va) else None,
-            )
-        )
-    options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
-    cls = settings_class(cfg.algorithm["name"])
-    fields = set(getattr(cls, "__dataclass_fields__", {}))
-    if {"server_learner", "server_model"} <= fields:
-        options["server_learner"] = server_learner_factory(cfg, dataset)
-    if "public_probe" in fields and part.class_groups is not None:
-        options["public_probe"] = public_probe(dataset.y_train[part.public], part)
-    algorithm = cls(**options)
-    return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
-
-
-def validation_holdout(
-    indices: np.ndarray, fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(training, validation) indices: a seeded `fraction` of a client's private samples, at
-    least one when fraction > 0 and never all of them."""
-    if fraction <= 0 or len(indices) < 2:
-        return indices, indices[:0]
-    count = min(max(1, round(fraction * len(indices))), len(indices) - 1)
-    order = np.random.default_rng(seed % 2**32).permutation(len(indices))
-    return np.sort(indices[order[count:]]), np.sort(indices[order[:count]])
-
-
-def public_probe(y_public: np.ndarray, part: Partition) -> Callable[..., dict[str, Any]]:
-    """A measurement for COSMOS's records (paper split only): top-1 on U, with U's true labels
-    that no federated party ever sees, of the cluster's teacher f̄_k, of its model h_k and of
-    its members' own models, separately on the samples of U from the cluster's classes (the
-    classes of its members' true groups, where the teacher knows something) and on the rest
-    (where the cluster's clients can only guess)."""
-    groups, class_groups = part.client_group, part.class_groups
-    assert groups is not None and class_groups is not None
-
-    def accuracy(p: np.ndarray, mask: np.ndarray) -> float | None:
-        return float((p[mask].argmax(axis=1) == y_public[mask]).mean()) if mask.any() else None
-
-    def probe(
-        members: list[int], teacher: np.ndarray, h: np.ndarray, member_probs: list[np.ndarray]
-    ) -> dict[str, Any]:
-        classes = np.unique(np.concatenate([class_groups[int(groups[c])] for c in members]))
-        inside = np.isin(y_public, classes)
-        out: dict[str, Any] = {"share_in": float(inside.mean())}
-        for side, mask in (("in", inside), ("out", ~inside)):
-            out[f"teacher_{side}"] = accuracy(teacher, mask)
-            out[f"cluster_model_{side}"] = accuracy(h, mask)
-            scores = [accuracy(p, mask) for p in member_probs]
-            known = [x for x in scores if x is not None]
-            out[f"members_{side}"] = float(np.mean(known)) if known else None
-        return out
-
-    return probe
+    pass
 
 
 def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> dict[str, Any]:

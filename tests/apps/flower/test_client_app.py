@@ -9,9 +9,9 @@ pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flowe
 
 from cosmosfl.apps.flower import client_app
 from cosmosfl.data import sources
-from cosmosfl.experiment import runner
+from cosmosfl.experiment import build
+from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import load_config
-from cosmosfl.experiment.runner import build_experiment
 
 from ...engines.flower.test_flower_engine import SMALL, settings_for
 
@@ -21,7 +21,7 @@ def test_a_node_prepares_only_its_own_partition_and_U(tmp_path, monkeypatch) -> 
     full = build_experiment(cfg)
     prepared: list[int] = []
     built: list[int] = []
-    real_prepare, real_client = sources.prepare_images, runner.Client
+    real_prepare, real_client = sources.prepare_images, build.Client
 
     def spy_prepare(x, mean, std):  # type: ignore[no-untyped-def]
         prepared.append(len(x))
@@ -31,8 +31,8 @@ def test_a_node_prepares_only_its_own_partition_and_U(tmp_path, monkeypatch) -> 
         built.append(cid)
         return real_client(cid, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "prepare_images", spy_prepare)
-    monkeypatch.setattr(runner, "Client", spy_client)
+    monkeypatch.setattr(build, "prepare_images", spy_prepare)
+    monkeypatch.setattr(build, "Client", spy_client)
     monkeypatch.setattr(client_app, "_CLIENTS", {})
     client, _ = client_app.load_client(settings_for(cfg), 2, str(tmp_path))
 
@@ -71,7 +71,7 @@ def test_the_client_app_imports_no_reporting_plotting_or_cli_modules() -> None:
 
     code = (
         "import sys, json, cosmosfl.apps.flower.client_app as app;"
-        "import cosmosfl.experiment.runner;"  # what load_client imports on a message
+        "import cosmosfl.experiment.build;"  # what load_client imports on a message
         "print(json.dumps(sorted(sys.modules)))"
     )
     loaded = json.loads(
@@ -86,6 +86,7 @@ def test_the_client_app_imports_no_reporting_plotting_or_cli_modules() -> None:
         or m in {"cosmosfl.cli", "cosmosfl.bench"}
         or m.startswith(("cosmosfl.cli.", "cosmosfl.bench.", "cosmosfl.experiment.report",
                          "cosmosfl.experiment.plots", "cosmosfl.experiment.compare",
-                         "cosmosfl.experiment.sweep"))
+                         "cosmosfl.experiment.sweep", "cosmosfl.experiment.runner",
+                         "cosmosfl.experiment.tracking", "cosmosfl.experiment.checkpoint"))
     ]  # fmt: skip
     assert unwanted == []

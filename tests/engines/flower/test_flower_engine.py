@@ -18,8 +18,9 @@ from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.flower.federation import FlowerFederation
+from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import dump_config, load_config
-from cosmosfl.experiment.runner import build_experiment, run_experiment
+from cosmosfl.experiment.runner import run_experiment
 
 from .loopback import LoopbackGrid
 

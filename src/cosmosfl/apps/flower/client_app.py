@@ -64,7 +64,7 @@ def load_client(
         entry = torch.load(path, weights_only=False)
         _CLIENTS[key] = (entry["client"], entry["initial"])
         return _CLIENTS[key]
-    from cosmosfl.experiment.runner import build_experiment
+    from cosmosfl.experiment.build import build_experiment
 
     if not 0 <= pid < cfg.data.num_clients:
         ids = list(range(cfg.data.num_clients))
