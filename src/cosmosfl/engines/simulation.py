@@ -22,6 +22,7 @@ from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.faults import FaultConfig, FaultInjector, InjectedCrash, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter
+from cosmosfl.engines.record import RoundLog
 from cosmosfl.engines.workers import WorkerPool
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
@@ -263,30 +264,19 @@ class SimulationEngine:
         start = time.perf_counter()
         rec = algorithm.run_round(self, round_num)
         total = time.perf_counter() - start
-        record: dict[str, Any] = {
-            "round": round_num,
-            "algorithm": algorithm.name,
-            "primary_model": algorithm.primary_model,
-            "accuracy": {m: _str_keys(v) for m, v in rec.accuracy.items()},
-            "mean_accuracy": {
-                m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items() if v
-            },
-        }
-        if rec.top5:
-            record["top5"] = {m: _str_keys(v) for m, v in rec.top5.items()}
-            record["mean_top5"] = {
-                m: float(np.mean(list(v.values()))) for m, v in rec.top5.items() if v
-            }
-        for key, value in rec.info.items():
-            record[key] = _str_keys(value) if isinstance(value, dict) else value
-        record["bytes_up"] = _str_keys(self._bytes_up)
-        record["bytes_down"] = _str_keys(self._bytes_down)
-        record["seconds"] = {k: round(v, 4) for k, v in self._seconds.items()}
-        record["seconds"]["total"] = round(total, 4)
-        record["rejected"] = list(self._rejected)
-        if self.faults is not None:
-            record["faults"] = list(self._faults)
-            record["byzantine"] = sorted(self.faults.byzantine)
+        record = RoundLog(
+            round_num,
+            algorithm.name,
+            algorithm.primary_model,
+            rec,
+            bytes_up=self._bytes_up,
+            bytes_down=self._bytes_down,
+            seconds=self._seconds,
+            total_seconds=total,
+            rejected=self._rejected,
+            faults=None if self.faults is None else self._faults,
+            byzantine=None if self.faults is None else sorted(self.faults.byzantine),
+        ).to_json()
         self.reporter.round_end(record)
         return record
 
@@ -318,7 +308,3 @@ def _raised(reply: Any) -> bool:
     built by user code may hold anything, and `==` on an array is not a bool)."""
     kind = getattr(reply, "error_kind", None) if isinstance(reply, P.Reply) else None
     return isinstance(kind, str) and kind == "exception"
-
-
-def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:
-    return {str(k): v for k, v in d.items()}

@@ -35,6 +35,7 @@ from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.progress import Reporter, SilentReporter
+from cosmosfl.engines.record import RoundLog
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
 from cosmosfl.models.registry import build_spec
@@ -357,34 +358,21 @@ class FlowerFederation:
             self.flush()  # queued steps belong to this round
         rec.resolve()
         total = time.perf_counter() - start
-        record: dict[str, Any] = {
-            "round": round_num,
-            "algorithm": algorithm.name,
-            "primary_model": algorithm.primary_model,
-            "accuracy": {m: _str_keys(v) for m, v in rec.accuracy.items()},
-            "mean_accuracy": {
-                m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items() if v
-            },
-        }
-        if rec.top5:
-            record["top5"] = {m: _str_keys(v) for m, v in rec.top5.items()}
-            record["mean_top5"] = {
-                m: float(np.mean(list(v.values()))) for m, v in rec.top5.items() if v
-            }
-        for key, value in rec.info.items():
-            record[key] = _str_keys(value) if isinstance(value, dict) else value
-        record["bytes_up"] = _str_keys(self._bytes_up)
-        record["bytes_down"] = _str_keys(self._bytes_down)
-        record["eval_bytes_down"] = _str_keys(self._eval_bytes_down)
-        record["seconds"] = {k: round(v, 4) for k, v in self._seconds.items()}
-        record["seconds"]["total"] = round(total, 4)
-        record["client_seconds"] = {
-            task: {str(c): round(s, 4) for c, s in sorted(v.items())}
-            for task, v in self._client_seconds.items()
-        }
-        record["round_trips"] = self._round_trips
-        record["rejected"] = list(self._rejected)
-        record["missing"] = list(self._missing)
+        record = RoundLog(
+            round_num,
+            algorithm.name,
+            algorithm.primary_model,
+            rec,
+            bytes_up=self._bytes_up,
+            bytes_down=self._bytes_down,
+            seconds=self._seconds,
+            total_seconds=total,
+            rejected=self._rejected,
+            eval_bytes_down=self._eval_bytes_down,
+            client_seconds=self._client_seconds,
+            round_trips=self._round_trips,
+            missing=self._missing,
+        ).to_json()
         self.reporter.round_end(record)
         return record
 
@@ -398,7 +386,3 @@ def _server_eval_item(learner: Learner, split: str = "test") -> codec.ServerEval
         spec = {**spec, "split": split}
     arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}  # type: ignore[union-attr]
     return codec.ServerEval(spec, arrays)
-
-
-def _str_keys(d: Mapping[Any, Any]) -> dict[str, Any]:
-    return {str(k): v for k, v in d.items()}
