@@ -98,8 +98,17 @@ def test_client_construction_errors():
         Client(1, Recorder(), (x[:0], np.zeros(0)), (x, np.zeros(3)))
 
 
-def test_hard_label_prediction_sends_smallest_integer_type():
+def fedct_client():
+    """A client serving FedCT's tasks (hard labels, training on U with consensus labels)."""
+    from cosmosfl.handlers import fedct
+
     c = client()
+    c.handlers = fedct.HANDLERS
+    return c
+
+
+def test_hard_label_prediction_sends_smallest_integer_type():
+    c = fedct_client()
     reply = c.handle(P.Message(P.PREDICT_PUBLIC, {"hard": True}))
     labels = reply.arrays["labels"]
     assert labels.dtype == np.uint8 and labels.shape == (4,)
@@ -108,7 +117,7 @@ def test_hard_label_prediction_sends_smallest_integer_type():
 
 
 def test_train_local_with_public_labels_trains_on_the_union():
-    c = client()
+    c = fedct_client()
     r = c.handle(
         P.Message(P.TRAIN_LOCAL, {"epochs": 1}, {"public_labels": np.array([0, 1, 2, 0], np.uint8)})
     )

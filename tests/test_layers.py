@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("data, models", ("cosmosfl.data", "cosmosfl.models")),
     ("learners", ("cosmosfl.learners", "cosmosfl.testing")),
     ("algorithms", ("cosmosfl.algorithms",)),
-    ("client", ("cosmosfl.client",)),
+    ("client", ("cosmosfl.client", "cosmosfl.handlers")),
     ("engines", ("cosmosfl.engines",)),
     ("experiment", ("cosmosfl.experiment", "cosmosfl.presets")),
     ("apps", ("cosmosfl.apps", "cosmosfl.bench")),

@@ -232,8 +232,11 @@ def test_bad_weights_are_rejected_and_the_rest_aggregate(name):
 
 
 def test_weights_of_the_wrong_shape_are_refused_by_the_client():
+    from cosmosfl.handlers import params
+
     clients, _ = federation(3)
     c = clients[0]
+    c.handlers = params.HANDLERS  # the weight tasks of the parameter-sharing baselines
     weights = c.learner.get_weights()
     name = next(iter(weights))
     wrong = dict(weights, **{name: np.zeros((3, 3), np.float32)})

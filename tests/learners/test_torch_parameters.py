@@ -1,5 +1,6 @@
-"""TorchLearner's parameter options (weights in and out, proximal term, frozen parts,
-distillation from a teacher) and the client's model slots that drive them."""
+"""TorchLearner's parameter access and training hooks (weights in and out, frozen parameters,
+extra loss terms: the proximal and distillation terms of learners/torch_terms.py) and the
+client's model slots that the parameter-sharing baselines' handlers drive."""
 
 import numpy as np
 import pytest
@@ -7,8 +8,11 @@ import torch
 
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
+from cosmosfl.handlers import ditto, fedbabu
+from cosmosfl.handlers.fedbabu import frozen_parameters
 from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
+from cosmosfl.learners.torch_terms import distillation_term, proximal_term
 from cosmosfl.models import build_model
 
 
@@ -50,7 +54,7 @@ def test_frozen_head_or_body_does_not_move():
         head = set(lrn.head_names())
         assert head == {"classifier.weight", "classifier.bias"}
         before = params(lrn)
-        lrn.fit(x, y, epochs=1, freeze=freeze)
+        lrn.fit(x, y, epochs=1, frozen=frozen_parameters(lrn, freeze))
         after = params(lrn)
         for n in before:
             moved = not torch.equal(before[n], after[n])
@@ -63,7 +67,7 @@ def test_proximal_term_keeps_weights_near_the_reference():
     free, held = learner(), learner()
     start = params(free)
     free.fit(x, y, epochs=3)
-    held.fit(x, y, epochs=3, prox_mu=1e4)
+    held.fit(x, y, epochs=3, extra_losses=[proximal_term(held, 1e4)])
 
     def drift(lrn):
         return sum(
@@ -77,7 +81,7 @@ def test_plain_fit_is_unchanged_by_the_new_options_at_their_defaults():
     x, y = data()
     a, b = learner(), learner()
     a.fit(x, y, epochs=2)
-    b.fit(x, y, epochs=2, prox_mu=0.0, freeze="", teacher=None, kd_weight=0.0)
+    b.fit(x, y, epochs=2, frozen=frozen_parameters(b, ""), extra_losses=[])
     for n, v in a.get_weights().items():
         np.testing.assert_array_equal(v, b.get_weights()[n])
 
@@ -86,7 +90,7 @@ def test_distillation_from_a_teacher_pulls_predictions_towards_it():
     x, y = data()
     teacher, plain, student = learner(5), learner(), learner()
     plain.fit(x, y, epochs=2)
-    student.fit(x, y, epochs=2, teacher=teacher, kd_weight=50.0)
+    student.fit(x, y, epochs=2, extra_losses=[distillation_term(teacher, 50.0, 1.0)])
     t = teacher.predict_proba(x)
 
     def gap(lrn):
@@ -102,6 +106,7 @@ def client(lrn=None):
 
 def test_slots_are_independent_copies_addressed_by_config():
     c = client()
+    c.handlers = fedbabu.HANDLERS  # trains slots, and starts one from another (init_from)
     main_before = c.learner.get_weights()
     reply = c.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 1, "slot": "global"}))
     assert reply.ok and set(c.slots) == {"global"}
@@ -132,6 +137,7 @@ def test_parameter_tasks_on_a_sklearn_client_are_a_clear_error():
         SklearnLearner(LogisticRegression(), num_classes=3),
         (x.reshape(48, -1), y),
         (x[:8].reshape(8, -1), y[:8]),
+        handlers=ditto.HANDLERS,
     )
     for message in (P.Message(P.GET_WEIGHTS), P.Message(P.TRAIN_LOCAL, {"slot": "global"})):
         reply = c.handle(message)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import Evaluate, Request, TrainLocal
 from cosmosfl.learners.base import Learner
 
 
@@ -44,10 +45,11 @@ class Federation(Protocol):
 
     def send(
         self,
-        messages: Mapping[int, P.Message],
+        messages: Mapping[int, Request | P.Message],
         expect: Mapping[str, P.ArraySpec] | None = None,
     ) -> dict[int, P.Reply]:
-        """Deliver one message per client; return the validated replies of those that answered.
+        """Deliver one request per client (a typed `Request`, or its wire form `Message`);
+        return the validated replies of those that answered.
 
         Clients whose reply fails validation (or who fail) are absent from the result; the
         engine records why. `expect` overrides the task's default reply specification.
@@ -146,6 +148,10 @@ class Algorithm(ABC):
     primary_model: ClassVar[str] = "client_model"
     # Model-agnostic algorithms must never send model parameters (audited in tests).
     model_agnostic: ClassVar[bool] = True
+    # The client side: "module:attribute" of a `cosmosfl.handlers.ClientHandlers` (a reference,
+    # so the algorithm imports no client code and no torch), or None for the model-agnostic
+    # tasks. Engines give these handlers to the clients before each round.
+    client_handlers: ClassVar[Any] = None
 
     @abstractmethod
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
@@ -172,8 +178,7 @@ def evaluate_clients(
 ) -> Mapping[int, Mapping[str, float]]:
     """Ask clients to evaluate their own model on their own test split (or "validation")."""
     ids = fed.client_ids if client_ids is None else client_ids
-    config = {} if split == "test" else {"split": split}
-    return reply_metrics(fed.send({cid: P.Message(P.EVALUATE, config) for cid in ids}))
+    return reply_metrics(fed.send(dict.fromkeys(ids, Evaluate(split))))
 
 
 def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:
@@ -207,9 +212,7 @@ def train_local_with_pretraining(
     and the caller adds the clients that answered the next task instead (`deferred(replies)`).
     """
     messages = {
-        cid: P.Message(
-            P.TRAIN_LOCAL, {"epochs": local_epochs if cid in pretrained else pretrain_epochs}
-        )
+        cid: TrainLocal(local_epochs if cid in pretrained else pretrain_epochs)
         for cid in fed.client_ids
     }
     replies = fed.send(messages)

@@ -36,9 +36,9 @@ from cosmosfl.algorithms.base import (
     train_local_with_pretraining,
 )
 from cosmosfl.algorithms.fedmd import check_common
-from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.seeds import derive_seed
+from cosmosfl.core.tasks import Distill, PredictPublic
 
 
 def kmeans_clusters(probs: Mapping[int, np.ndarray], k: int, seed: int) -> dict[int, int]:
@@ -101,7 +101,7 @@ class Comet(Algorithm):
                 fed, self.pretrained, self.pretrain_epochs, self.local_epochs
             )
         with fed.phase("prediction"):
-            replies = fed.send(dict.fromkeys(fed.client_ids, P.Message(P.PREDICT_PUBLIC)))
+            replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic()))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
             if deferred(trained):  # Flower: answering this task means training finished
                 self.pretrained.update(probs)
@@ -120,12 +120,7 @@ class Comet(Algorithm):
                 for c, members in iter_clusters(self.assignment)
             }
             config = {"epochs": self.distill_epochs, "lam": self.lam}
-            fed.send(
-                {
-                    cid: P.Message(P.DISTILL, config, {"targets": teachers[c]})
-                    for cid, c in self.assignment.items()
-                }
-            )
+            fed.send({cid: Distill(teachers[c], **config) for cid, c in self.assignment.items()})
         with fed.phase("evaluation"):
             record.add_metrics("client_model", evaluate_clients(fed))  # after distillation
 

@@ -38,8 +38,21 @@ from cosmosfl.algorithms.params import (
     weighted_mean,
 )
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import OWN_MODEL, Request, always_sent
 
 GLOBAL_SLOT = "global"
+
+
+@dataclass(frozen=True)
+class DittoTrain(Request):
+    """train_local of the model in `slot` (the personal model v_i: the client's own), with
+    the proximal term `prox_mu`/2·||v − w||² towards the model in slot `prox_to` if given."""
+
+    task: ClassVar[str] = P.TRAIN_LOCAL
+    epochs: int = always_sent(1)
+    slot: str = OWN_MODEL
+    prox_mu: float = 0.0
+    prox_to: str | None = None
 
 
 @dataclass
@@ -49,6 +62,7 @@ class Ditto(Algorithm):
     name: ClassVar[str] = "ditto"
     primary_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.ditto:HANDLERS"
 
     lam: float = 1.0
     pretrain_epochs: int = 5
@@ -70,13 +84,12 @@ class Ditto(Algorithm):
             ready = sorted(push_weights(fed, dict.fromkeys(fed.client_ids, g.weights), GLOBAL_SLOT))
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("personal_training"):  # v_i ← argmin F_i(v) + λ/2·||v − w^t||²
-            personal = {"epochs": epochs, "prox_mu": float(self.lam), "prox_to": GLOBAL_SLOT}
+            personal = DittoTrain(epochs, prox_mu=float(self.lam), prox_to=GLOBAL_SLOT)
             if self.lam == 0:  # no proximal term: plain local training of v_i
-                personal = {"epochs": epochs}
-            fed.send({cid: P.Message(P.TRAIN_LOCAL, personal) for cid in ready})
+                personal = DittoTrain(epochs)
+            fed.send(dict.fromkeys(ready, personal))
         with fed.phase("local_training"):  # the client's FedAvg update of w^t
-            config = {"epochs": epochs, "slot": GLOBAL_SLOT}
-            trained = fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in ready})
+            trained = fed.send(dict.fromkeys(ready, DittoTrain(epochs, slot=GLOBAL_SLOT)))
         with fed.phase("upload"):
             fetched, counts = fetch_weights(fed, sorted(trained), self.name, g.weights, GLOBAL_SLOT)
         with fed.phase("aggregation"):

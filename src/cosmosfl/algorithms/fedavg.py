@@ -35,7 +35,7 @@ from cosmosfl.algorithms.params import (
     push_weights,
     weighted_mean,
 )
-from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import Request, TrainLocal
 
 
 @dataclass
@@ -45,6 +45,7 @@ class FedAvg(Algorithm):
     name: ClassVar[str] = "fedavg"
     primary_model: ClassVar[str] = "global_model"
     model_agnostic: ClassVar[bool] = False
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.params:HANDLERS"
 
     pretrain_epochs: int = 5
     local_epochs: int = 5
@@ -53,9 +54,9 @@ class FedAvg(Algorithm):
     def __post_init__(self) -> None:
         check_epochs(self, ("pretrain_epochs", "local_epochs"))
 
-    def train_config(self, epochs: int) -> dict[str, P.Scalar]:
-        """The train_local settings of one round (FedProx adds its proximal term)."""
-        return {"epochs": epochs}
+    def train_request(self, epochs: int) -> Request:
+        """The train_local request of one round (FedProx adds its proximal term)."""
+        return TrainLocal(epochs)
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
@@ -71,8 +72,7 @@ class FedAvg(Algorithm):
         ready = [cid for cid in fed.client_ids if cid not in g.stale]
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
-            config = self.train_config(epochs)
-            trained = fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in ready})
+            trained = fed.send(dict.fromkeys(ready, self.train_request(epochs)))
         with fed.phase("upload"):
             fetched, counts = fetch_weights(fed, sorted(trained), self.name, g.weights)
         with fed.phase("aggregation"):

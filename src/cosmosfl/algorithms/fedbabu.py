@@ -31,9 +31,23 @@ from cosmosfl.algorithms.base import Federation, RoundRecord, evaluate_clients
 from cosmosfl.algorithms.fedavg import FedAvg
 from cosmosfl.algorithms.params import check_epochs
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import OWN_MODEL, Evaluate, Request, always_sent
 
 PERSONAL_SLOT = "personal"
 FINETUNE = ("head", "full")
+
+
+@dataclass(frozen=True)
+class BabuTrain(Request):
+    """train_local of the model in `slot`, first set to the weights of the model in slot
+    `init_from` if given; `freeze` holds part of it fixed: "head" (train the body), "body"
+    (train the head) or "" (nothing)."""
+
+    task: ClassVar[str] = P.TRAIN_LOCAL
+    epochs: int = always_sent(1)
+    slot: str = OWN_MODEL
+    init_from: str | None = None
+    freeze: str = ""
 
 
 @dataclass
@@ -42,6 +56,7 @@ class FedBABU(FedAvg):
 
     name: ClassVar[str] = "fedbabu"
     primary_model: ClassVar[str] = "personal_model"
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.fedbabu:HANDLERS"
 
     finetune_epochs: int = 5
     finetune: str = "head"
@@ -52,23 +67,20 @@ class FedBABU(FedAvg):
         if self.finetune not in FINETUNE:
             raise ValueError(f"finetune {self.finetune!r}; allowed: {', '.join(FINETUNE)}")
 
-    def train_config(self, epochs: int) -> dict[str, P.Scalar]:
-        return {"epochs": epochs, "freeze": "head"}
+    def train_request(self, epochs: int) -> Request:
+        return BabuTrain(epochs, freeze="head")
 
     def evaluate(self, fed: Federation, holders: list[int], record: RoundRecord) -> None:
         with fed.phase("evaluation"):
             record.add_metrics("global_model", evaluate_clients(fed, holders))
         with fed.phase("fine_tuning"):
-            config: dict[str, P.Scalar] = {
-                "epochs": self.finetune_epochs,
-                "slot": PERSONAL_SLOT,
-                "init_from": "",  # start from the client's copy of the global model
-            }
-            if self.finetune == "head":
-                config["freeze"] = "body"
-            tuned = fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in holders})
-        with fed.phase("evaluation"):
-            replies = fed.send(
-                {cid: P.Message(P.EVALUATE, {"slot": PERSONAL_SLOT}) for cid in sorted(tuned)}
+            finetune = BabuTrain(
+                self.finetune_epochs,
+                slot=PERSONAL_SLOT,
+                init_from=OWN_MODEL,  # start from the client's copy of the global model
+                freeze="body" if self.finetune == "head" else "",
             )
+            tuned = fed.send(dict.fromkeys(holders, finetune))
+        with fed.phase("evaluation"):
+            replies = fed.send(dict.fromkeys(sorted(tuned), Evaluate(slot=PERSONAL_SLOT)))
             record.add_metrics("personal_model", {c: dict(r.metrics) for c, r in replies.items()})

@@ -19,7 +19,7 @@ Hyperparameters (source):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -28,6 +28,7 @@ import numpy as np
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
 from cosmosfl.algorithms.fedmd import check_common
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import Request, always_sent
 
 
 def majority_vote(labels: Sequence[np.ndarray], num_classes: int) -> np.ndarray:
@@ -56,12 +57,32 @@ def majority_vote(labels: Sequence[np.ndarray], num_classes: int) -> np.ndarray:
     return counts.argmax(axis=1)  # argmax returns the first maximum: the lowest class id
 
 
+@dataclass(frozen=True)
+class PredictLabels(Request):
+    """predict_public of FedCT: only the argmax of each prediction on U travels (`hard`)."""
+
+    task: ClassVar[str] = P.PREDICT_PUBLIC
+    hard: bool = always_sent(True)
+
+
+@dataclass(frozen=True)
+class ConsensusTrain(Request):
+    """train_local on the private data together with U labelled by the server's consensus
+    (`public_labels`, when sent)."""
+
+    task: ClassVar[str] = P.TRAIN_LOCAL
+    array_specs: ClassVar[Mapping[str, P.ArraySpec]] = {"public_labels": P.LABELS}
+    epochs: int = always_sent(1)
+    public_labels: np.ndarray | None = None
+
+
 @dataclass
 class FedCT(Algorithm):
     """FedCT: predict hard labels on U → majority vote → train on private data ∪ labelled U."""
 
     name: ClassVar[str] = "fedct"
     primary_model: ClassVar[str] = "client_model"
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.fedct:HANDLERS"
 
     pretrain_epochs: int = 5
     local_epochs: int = 5
@@ -74,20 +95,18 @@ class FedCT(Algorithm):
         m = fed.num_classes
         if round_num == 1:  # no consensus exists yet: private data only
             with fed.phase("local_training"):
-                message = P.Message(P.TRAIN_LOCAL, {"epochs": self.pretrain_epochs})
+                message = ConsensusTrain(self.pretrain_epochs)
                 fed.send(dict.fromkeys(fed.client_ids, message))
         with fed.phase("prediction"):  # only the argmax travels
             replies = fed.send(
-                dict.fromkeys(fed.client_ids, P.Message(P.PREDICT_PUBLIC, {"hard": True})),
+                dict.fromkeys(fed.client_ids, PredictLabels()),
                 expect=P.HARD_LABELS_REPLY,
             )
         with fed.phase("aggregation"):
             votes = [np.asarray(replies[cid].arrays["labels"]) for cid in sorted(replies)]
             consensus = majority_vote(votes, m).astype(P.label_dtype(m))
         with fed.phase("local_training"):  # cross-entropy on D_i ∪ (U, consensus)
-            message = P.Message(
-                P.TRAIN_LOCAL, {"epochs": self.local_epochs}, {"public_labels": consensus}
-            )
+            message = ConsensusTrain(self.local_epochs, public_labels=consensus)
             fed.send(dict.fromkeys(fed.client_ids, message))
         with fed.phase("evaluation"):
             record.add_metrics("client_model", evaluate_clients(fed))

@@ -25,8 +25,8 @@ from typing import ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.core import protocol as P
 from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
+from cosmosfl.core.tasks import Distill, PredictPublic, TrainLocal
 
 
 @dataclass
@@ -51,10 +51,10 @@ class FedMD(Algorithm):
         record = RoundRecord()
         if round_num == 1:  # transfer learning, private data only (no labelled public set)
             with fed.phase("local_training"):
-                message = P.Message(P.TRAIN_LOCAL, {"epochs": self.pretrain_epochs})
+                message = TrainLocal(self.pretrain_epochs)
                 fed.send(dict.fromkeys(fed.client_ids, message))
         with fed.phase("prediction"):  # communicate
-            replies = fed.send(dict.fromkeys(fed.client_ids, P.Message(P.PREDICT_PUBLIC)))
+            replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic()))
             probs = [np.asarray(replies[cid].arrays["probs"]) for cid in sorted(replies)]
         with fed.phase("aggregation"):  # aggregate: one consensus over all answering clients
             consensus = apply_temperature(
@@ -62,11 +62,10 @@ class FedMD(Algorithm):
                 self.temperature,
             )
         with fed.phase("client_distillation"):  # digest
-            config = {"epochs": self.distill_epochs, "lam": self.lam}
-            digest = P.Message(P.DISTILL, config, {"targets": consensus})
+            digest = Distill(consensus, epochs=self.distill_epochs, lam=self.lam)
             fed.send(dict.fromkeys(fed.client_ids, digest))
         with fed.phase("local_training"):  # revisit
-            revisit = P.Message(P.TRAIN_LOCAL, {"epochs": self.local_epochs})
+            revisit = TrainLocal(self.local_epochs)
             fed.send(dict.fromkeys(fed.client_ids, revisit))
         with fed.phase("evaluation"):  # the model FedMD deploys: after the revisit
             record.add_metrics("client_model", evaluate_clients(fed))

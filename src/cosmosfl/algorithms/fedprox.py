@@ -21,6 +21,16 @@ from typing import ClassVar
 from cosmosfl.algorithms.fedavg import FedAvg
 from cosmosfl.algorithms.params import check_nonnegative
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import Request, always_sent
+
+
+@dataclass(frozen=True)
+class ProxTrain(Request):
+    """train_local with μ/2·||w − w^t||², w^t the weights at the start of training."""
+
+    task: ClassVar[str] = P.TRAIN_LOCAL
+    epochs: int = always_sent(1)
+    prox_mu: float = always_sent(0.0)
 
 
 @dataclass
@@ -28,6 +38,7 @@ class FedProx(FedAvg):
     """FedAvg with a proximal term μ/2·||w − w^t||² in every client's local objective."""
 
     name: ClassVar[str] = "fedprox"
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.fedprox:HANDLERS"
 
     mu: float = 0.01
 
@@ -35,5 +46,5 @@ class FedProx(FedAvg):
         super().__post_init__()
         check_nonnegative(self, ("mu",))
 
-    def train_config(self, epochs: int) -> dict[str, P.Scalar]:
-        return {"epochs": epochs, "prox_mu": float(self.mu)}
+    def train_request(self, epochs: int) -> Request:
+        return ProxTrain(epochs, float(self.mu))

@@ -44,7 +44,7 @@ from cosmosfl.algorithms.params import (
     fetch_weights,
     push_weights,
 )
-from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import TrainLocal
 
 
 def grow_mask(mask: np.ndarray, delta: np.ndarray, rate: float, limit: float) -> np.ndarray:
@@ -87,6 +87,7 @@ class FedSelect(Algorithm):
     name: ClassVar[str] = "fedselect"
     primary_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.params:HANDLERS"
 
     select_rate: float = 0.25
     max_personal: float = 0.8
@@ -138,7 +139,7 @@ class FedSelect(Algorithm):
         ready = [cid for cid in fed.client_ids if cid not in g.stale]
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
-            trained = fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in ready})
+            trained = fed.send(dict.fromkeys(ready, TrainLocal(epochs)))
         with fed.phase("upload"):
             fetched, counts = fetch_weights(fed, sorted(trained), self.name, g.weights)
         with fed.phase("aggregation"):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import TrainLocal
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Local(Algorithm):
         record = RoundRecord()
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
-            fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in fed.client_ids})
+            fed.send(dict.fromkeys(fed.client_ids, TrainLocal(epochs)))
         with fed.phase("evaluation"):
             record.add_metrics("client_model", evaluate_clients(fed))
         return record

@@ -17,6 +17,7 @@ import numpy as np
 
 from cosmosfl.algorithms.base import Federation
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import OWN_MODEL, GetWeights, SetWeights, WeightsReply
 
 Weights = dict[str, np.ndarray]
 
@@ -55,28 +56,27 @@ def fetch_weights(
     client_ids: Iterable[int],
     method: str,
     template: Weights | None,
-    slot: str = "",
+    slot: str = OWN_MODEL,
 ) -> tuple[dict[int, Weights], dict[int, float]]:
     """Ask clients for the weights of model `slot`; returns (weights, training-set sizes) of
     those whose reply passed validation. Without a template, replies are checked against each
     other (mixing architectures raises ArchitectureMismatch)."""
-    config: dict[str, P.Scalar] = {"slot": slot} if slot else {}
     expect = P.WEIGHTS_ANY if template is None else P.weights_spec(template)
-    replies = fed.send({cid: P.Message(P.GET_WEIGHTS, config) for cid in client_ids}, expect)
-    weights = {cid: {n: np.asarray(a) for n, a in r.arrays.items()} for cid, r in replies.items()}
+    replies = fed.send(dict.fromkeys(client_ids, GetWeights(slot)), expect)
+    received = {cid: WeightsReply.from_reply(r) for cid, r in replies.items()}
+    weights = {cid: dict(r.weights) for cid, r in received.items()}
     if template is None and weights:
         check_same_architecture(weights, method)
-    counts = {cid: max(float(r.metrics.get("num_samples", 1.0)), 0.0) for cid, r in replies.items()}
+    counts = {cid: max(r.num_samples, 0.0) for cid, r in received.items()}
     return weights, counts
 
 
 def push_weights(
-    fed: Federation, weights: Mapping[int, Mapping[str, np.ndarray]], slot: str = ""
+    fed: Federation, weights: Mapping[int, Mapping[str, np.ndarray]], slot: str = OWN_MODEL
 ) -> set[int]:
     """Send each client its weights for model `slot`; returns the ids that accepted them."""
-    config: dict[str, P.Scalar] = {"slot": slot} if slot else {}
     messages = {
-        cid: P.Message(P.SET_WEIGHTS, config, {n: np.asarray(a, np.float32) for n, a in w.items()})
+        cid: SetWeights({n: np.asarray(a, np.float32) for n, a in w.items()}, slot)
         for cid, w in weights.items()
     }
     return set(fed.send(messages))

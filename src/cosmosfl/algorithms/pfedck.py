@@ -58,8 +58,22 @@ from cosmosfl.algorithms.params import (
 )
 from cosmosfl.core import protocol as P
 from cosmosfl.core.seeds import derive_seed
+from cosmosfl.core.tasks import OWN_MODEL, Request, always_sent
 
 INTERACTIVE_SLOT = "interactive"
+
+
+@dataclass(frozen=True)
+class MutualTrain(Request):
+    """train_local of the model in `slot` on labels plus kd_weight·T²·KL towards the
+    predictions of the model in slot `distill_from` (T = kd_temperature)."""
+
+    task: ClassVar[str] = P.TRAIN_LOCAL
+    epochs: int = always_sent(1)
+    slot: str = OWN_MODEL
+    distill_from: str = always_sent(OWN_MODEL)
+    kd_weight: float = always_sent(1.0)
+    kd_temperature: float = always_sent(1.0)
 
 
 def cluster_updates(deltas: dict[int, Weights], num_clusters: int, seed: int) -> dict[int, int]:
@@ -88,6 +102,7 @@ class PFedCK(Algorithm):
     name: ClassVar[str] = "pfedck"
     primary_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.pfedck:HANDLERS"
 
     num_clusters: int = 5
     kd_weight: float = 1.0
@@ -121,11 +136,11 @@ class PFedCK(Algorithm):
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         kd = {"kd_weight": float(self.kd_weight), "kd_temperature": float(self.kd_temperature)}
         with fed.phase("local_training"):  # interactive model learns from labels + personal
-            config = {"epochs": epochs, "slot": INTERACTIVE_SLOT, "distill_from": "", **kd}
-            trained = fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in ready})
+            request = MutualTrain(epochs, slot=INTERACTIVE_SLOT, distill_from=OWN_MODEL, **kd)
+            trained = fed.send(dict.fromkeys(ready, request))
         with fed.phase("personal_training"):  # personalized model learns from labels + interactive
-            config = {"epochs": epochs, "distill_from": INTERACTIVE_SLOT, **kd}
-            fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in ready})
+            request = MutualTrain(epochs, distill_from=INTERACTIVE_SLOT, **kd)
+            fed.send(dict.fromkeys(ready, request))
         with fed.phase("upload"):
             fetched, counts = fetch_weights(
                 fed, sorted(trained), self.name, self._template, INTERACTIVE_SLOT

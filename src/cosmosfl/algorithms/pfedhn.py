@@ -86,6 +86,7 @@ from cosmosfl.algorithms.params import (
 )
 from cosmosfl.core import protocol as P
 from cosmosfl.core.seeds import derive_seed
+from cosmosfl.core.tasks import Request, always_sent
 
 STATISTICS = ("running_mean", "running_var")
 HEAD_INIT_SCALE = 0.01
@@ -166,6 +167,16 @@ def fit_step(
     return {"regression_loss": loss, "step": alpha}
 
 
+@dataclass(frozen=True)
+class HNTrain(Request):
+    """train_local of the client's model, or (`recalibrate_bn`) only a recomputation of its
+    BatchNorm statistics for the weights it was sent (no training)."""
+
+    task: ClassVar[str] = P.TRAIN_LOCAL
+    epochs: int = always_sent(1)
+    recalibrate_bn: bool = False
+
+
 @dataclass
 class PFedHN(Algorithm):
     """A server-side hypernetwork generates each client's weights from its embedding."""
@@ -173,6 +184,7 @@ class PFedHN(Algorithm):
     name: ClassVar[str] = "pfedhn"
     primary_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
+    client_handlers: ClassVar[str] = "cosmosfl.handlers.pfedhn:HANDLERS"
 
     embed_dim: int = 0
     hidden_dim: int = 100
@@ -230,7 +242,7 @@ class PFedHN(Algorithm):
         ready = sorted(self._holding)
         epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
         with fed.phase("local_training"):
-            trained = fed.send({cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs}) for cid in ready})
+            trained = fed.send(dict.fromkeys(ready, HNTrain(epochs)))
         with fed.phase("upload"):
             fetched, _ = fetch_weights(fed, sorted(trained), self.name, self._template)
         self._holding = set()  # φ changes below: every client's θ_i is out of date
@@ -249,7 +261,7 @@ class PFedHN(Algorithm):
         with fed.phase("broadcast"):
             received = self._push(fed, fed.client_ids)
         with fed.phase("batchnorm_statistics"):  # θ_i was generated, not trained: see above
-            recalibrate = P.Message(P.TRAIN_LOCAL, {"epochs": 0, "recalibrate_bn": True})
+            recalibrate = HNTrain(epochs=0, recalibrate_bn=True)
             received = set(fed.send(dict.fromkeys(sorted(received), recalibrate)))
         with fed.phase("evaluation"):
             record.add_metrics("personal_model", evaluate_clients(fed, sorted(received)))

@@ -2,7 +2,8 @@
 
 The engine delivers protocol messages to `Client.handle`, validates every reply, counts every
 payload byte per client and direction, times each phase, and collects per-round records. It
-does not know which algorithm it runs.
+does not know which algorithm it runs: it gives the clients the algorithm's client handlers
+(`Algorithm.client_handlers`) and reads its name for the record.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
 from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import Request, as_message
 from cosmosfl.engines.faults import FaultConfig, FaultInjector, InjectedCrash, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
 from cosmosfl.engines.workers import WorkerPool
+from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
 
@@ -142,11 +145,19 @@ class SimulationEngine:
     def device(self) -> str:
         return self._device
 
+    def use_handlers(self, handlers: ClientHandlers) -> None:
+        """Serve every client's tasks with `handlers` (run_round gives the algorithm's)."""
+        for client in self._clients.values():
+            client.handlers = handlers
+        if self._pool is not None:
+            self._pool.use_handlers(handlers)
+
     def send(
         self,
-        messages: Mapping[int, P.Message],
+        messages: Mapping[int, Request | P.Message],
         expect: Mapping[str, P.ArraySpec] | None = None,
     ) -> dict[int, P.Reply]:
+        messages = {cid: as_message(m) for cid, m in messages.items()}
         replies: dict[int, P.Reply] = {}
         failures: list[str] = []
         context = {"n": len(self._public_x), "m": self._num_classes}
@@ -261,6 +272,7 @@ class SimulationEngine:
         self._round = round_num
         self._reset_round()
         self.reporter.round_start(round_num, rounds)
+        self.use_handlers(handlers_for(algorithm))
         start = time.perf_counter()
         rec = algorithm.run_round(self, round_num)
         total = time.perf_counter() - start

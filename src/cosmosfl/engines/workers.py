@@ -20,6 +20,7 @@ from typing import Any
 
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
+from cosmosfl.handlers.base import ClientHandlers
 
 
 def _place(client: Client, device: str | None) -> None:
@@ -58,6 +59,10 @@ def _serve(conn: Any, shard: bytes, threads: int, device: str | None) -> None:
                 _send(
                     conn, ("ok", {cid: by_id[cid].handle(m) for cid, m in sorted(payload.items())})
                 )
+            elif command == "handlers":  # the running algorithm's client side
+                for c in clients:
+                    c.handlers = payload
+                _send(conn, ("ok", None))
             elif command == "fetch":
                 _send(conn, ("ok", {cid: (c.learner, c.slots) for cid, c in by_id.items()}))
             elif command == "close":
@@ -89,6 +94,7 @@ class WorkerPool:
         # spawn, not fork: forking a process that has started torch's thread pools can hang.
         ctx = mp.get_context("spawn")
         self._conns, self._procs = [], []
+        self._handlers: ClientHandlers | None = None
         for w in range(workers):
             shard = pickle.dumps([by_id[cid] for cid in ids if self._owner[cid] == w])
             device = devices[w % len(devices)] if devices else None
@@ -132,6 +138,16 @@ class WorkerPool:
         for w in shards:
             replies.update(self._result(w))
         return replies
+
+    def use_handlers(self, handlers: ClientHandlers) -> None:
+        """Serve the workers' clients with `handlers` (sent only when they change)."""
+        if handlers is self._handlers:
+            return
+        for w in range(self.workers):
+            self._call(w, "handlers", handlers)
+        for w in range(self.workers):
+            self._result(w)
+        self._handlers = handlers
 
     def learners(self) -> dict[int, Any]:
         """The clients' (learner, model slots) as they are now in the workers (trained state)."""

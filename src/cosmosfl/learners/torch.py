@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,6 @@ from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-FREEZE = ("", "head", "body")
 # "fp32": exact float32 everywhere (the reproducible reference). "bf16": forward passes under
 # bfloat16 autocast (CPU AMX / CUDA tensor cores); losses, optimizer and weights stay float32.
 PRECISIONS = ("fp32", "bf16")
@@ -27,6 +25,10 @@ PRECISIONS = ("fp32", "bf16")
 # behaviour before this option existed), "frozen" restores them after the pass, so evaluation
 # uses statistics of clean inputs only. Batch statistics normalise the pass either way.
 NEIGHBOUR_BN = ("update", "frozen")
+
+LossTerm = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""An extra term of a training batch's loss: (inputs of the batch, the model's logits) -> a
+scalar tensor (see `TorchLearner.fit`)."""
 
 
 class DeviceUnavailableError(ValueError):
@@ -168,38 +170,24 @@ class TorchLearner(Learner):
         y: np.ndarray,
         *,
         epochs: int = 1,
-        prox_mu: float = 0.0,
-        prox_ref: Mapping[str, torch.Tensor] | None = None,
-        freeze: str = "",
-        teacher: TorchLearner | None = None,
-        kd_weight: float = 0.0,
-        kd_temperature: float = 1.0,
+        frozen: Collection[str] = (),
+        extra_losses: Sequence[LossTerm] = (),
     ) -> dict[str, float]:
-        """Cross-entropy epochs on (x, y). The keyword options serve parameter-sharing baselines
-        and leave plain training unchanged at their defaults:
+        """Cross-entropy epochs on (x, y). Two torch-level hooks, for client handlers that
+        train differently (parameter-sharing baselines); plain training at their defaults:
 
-        - `prox_mu`: add μ/2·||w − w_ref||² over the parameters (FedProx μ, Ditto λ); `prox_ref`
-          maps parameter names to reference tensors, default: the weights at the start of the call;
-        - `freeze`: "head" trains the body only (FedBABU), "body" trains the head only;
-        - `teacher`, `kd_weight`, `kd_temperature`: add kd_weight·T²·KL(teacher_T ‖ student_T)
-          on the same batch (pFedCK's mutual distillation between its two models).
+        - `frozen`: names of parameters held fixed (e.g. the head, `head_names`);
+        - `extra_losses`: terms `term(x_batch, logits)` added in order to each batch's loss
+          (x_batch without train_augmentation), e.g. learners/torch_terms.py's proximal and
+          distillation terms. The reported loss is the cross-entropy alone.
         """
         validate_fit_inputs(x, y, self.num_classes)
         xs, ys = self._tensor(x), self._tensor(y, torch.long)
-        if freeze not in FREEZE:
-            raise ValueError(f"freeze {freeze!r}; allowed: {', '.join(map(repr, FREEZE))}")
-        if not (math.isfinite(prox_mu) and prox_mu >= 0):
-            raise ValueError(f"prox_mu must be a finite number >= 0, got {prox_mu}")
-        if not (math.isfinite(kd_weight) and kd_weight >= 0) or not kd_temperature > 0:
-            raise ValueError(
-                f"kd_weight must be >= 0 and kd_temperature > 0, got {kd_weight}, {kd_temperature}"
-            )
         named = dict(self.model.named_parameters())
-        frozen = self._frozen_names(freeze)
-        ref = None
-        if prox_mu > 0:
-            source = prox_ref if prox_ref is not None else named
-            ref = {n: source[n].detach().clone().to(self.device) for n in named}
+        frozen = set(frozen)
+        unknown = sorted(frozen - set(named))
+        if unknown:
+            raise ValueError(f"frozen names no parameter of the model: {unknown}")
 
         def step() -> dict[str, float]:
             self.model.train()
@@ -210,8 +198,6 @@ class TorchLearner(Learner):
                 opt = torch.optim.Adam(params, lr=self.lr)
             else:
                 opt = torch.optim.Adam(self.model.parameters(), lr=self.lr)
-            if teacher is not None:
-                teacher.model.eval()
             total, count = 0.0, 0
             try:
                 for idx in self._batches(len(xs), epochs):
@@ -224,19 +210,8 @@ class TorchLearner(Learner):
                         logits = self.model(xb)
                         loss = F.cross_entropy(logits, ys[idx])
                     total += loss.item() * len(idx)
-                    if ref is not None:
-                        loss = loss + prox_mu / 2 * sum(
-                            ((p - ref[n]) ** 2).sum() for n, p in named.items() if n not in frozen
-                        )
-                    if teacher is not None and kd_weight > 0:
-                        with torch.no_grad():
-                            target = F.softmax(teacher.model(xs[idx]) / kd_temperature, dim=1)
-                        kd = F.kl_div(
-                            F.log_softmax(logits / kd_temperature, dim=1),
-                            target,
-                            reduction="batchmean",
-                        )
-                        loss = loss + kd_weight * kd_temperature**2 * kd
+                    for term in extra_losses:
+                        loss = loss + term(xs[idx], logits)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
@@ -260,13 +235,6 @@ class TorchLearner(Learner):
             raise ValueError("the model has no Linear or Conv2d layer to call its head")
         prefix, layer = layers[-1]
         return [f"{prefix}.{n}" if prefix else n for n, _ in layer.named_parameters()]
-
-    def _frozen_names(self, freeze: str) -> set[str]:
-        if not freeze:
-            return set()
-        head = set(self.head_names())
-        names = {n for n, _ in self.model.named_parameters()}
-        return head if freeze == "head" else names - head
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Floating-point state (parameters and e.g. BatchNorm statistics) as float32 arrays,

@@ -137,6 +137,33 @@ class _Probe(Algorithm):
         return record
 
 
+BASELINE = [*SMALL[:4], "clients.models={mlp: 1.0}"]
+EXTRA = {"fedbabu": ["algorithm.finetune_epochs=1"], "pfedck": ["algorithm.num_clusters=2"]}
+
+
+@pytest.mark.parametrize(
+    "name", ["fedavg", "fedprox", "ditto", "fedbabu", "pfedck", "pfedhn", "fedselect", "fedct"]
+)
+def test_loopback_baselines_serve_their_own_client_handlers(tmp_path, name) -> None:  # type: ignore[no-untyped-def]
+    """The ClientApp gives each client the handlers of the run's algorithm (model slots,
+    proximal and distillation terms, frozen parts, hard labels): the same records as in
+    process."""
+    epochs = ["algorithm.pretrain_epochs=1", "algorithm.local_epochs=1"]
+    cfg = load_config(None, [*BASELINE, f"algorithm.name={name}", *epochs, *EXTRA.get(name, [])])
+    sim = run_experiment(cfg, tmp_path / "sim", progress=False)
+    grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
+    fed = federation(cfg, grid)
+    algorithm = build_experiment(cfg).algorithm
+    records = [fed.run_round(algorithm, t, 2) for t in (1, 2)]  # type: ignore[arg-type]
+    for ours, theirs in zip(records, sim.records, strict=True):
+        assert ours["accuracy"].keys() == theirs["accuracy"].keys()
+        for model in theirs["accuracy"]:
+            assert ours["accuracy"][model] == pytest.approx(theirs["accuracy"][model], abs=1e-9)
+        assert ours["bytes_up"] == theirs["bytes_up"]
+        assert ours["bytes_down"] == theirs["bytes_down"]
+        assert ours["missing"] == [] and ours["rejected"] == []
+
+
 def test_a_failing_a_silent_and_an_offline_client_are_recorded_and_the_run_goes_on() -> None:
     cfg = load_config(None, SMALL)
 

@@ -1,7 +1,8 @@
 """The cosmosfl ClientApp: serves protocol tasks from a Learner on a Flower SuperNode.
 
 Each message carries a batch of protocol messages, handled in order by `Client.handle` — the
-code the in-process engine calls — plus evaluation-only requests for server models. The client
+code the in-process engine calls, with the client handlers of the run's algorithm — plus
+evaluation-only requests for server models. The client
 (its learner, private train/test split and U) is rebuilt from the run's cosmosfl config and the
 node's `partition-id`; the learner's state, RNG included, lives in `context.state` between
 messages, because the deployment runtime starts a fresh process per message and the simulation
@@ -30,6 +31,7 @@ from cosmosfl.apps.flower.settings import AppSettings, partition_id
 from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
 from cosmosfl.engines.flower import codec
+from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import build_model
 
@@ -38,6 +40,8 @@ STATE_KEY = "cosmosfl.learner"
 # Per process: (config text, partition id) -> (client with data and learner, the learner's
 # initial state). Never the trained state: that lives in `context.state`.
 _CLIENTS: dict[tuple[str, int], tuple[Client, Any]] = {}
+# Per process: config text -> the client handlers of its algorithm.
+_HANDLERS: dict[str, ClientHandlers] = {}
 
 ClientHook = Callable[[Client, codec.Item], None]
 """Called before each item is served (tests use it to make a client fail or stall)."""
@@ -56,6 +60,7 @@ def load_client(
     if key in _CLIENTS:
         return _CLIENTS[key]
     cfg = settings.experiment_config()
+    _HANDLERS.setdefault(settings.config_text, _algorithm_handlers(cfg.algorithm["name"]))
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     path = _cache_file(settings.config_text, pid, cache_dir)
@@ -79,6 +84,20 @@ def load_client(
     torch.save({"client": client, "initial": initial}, tmp)
     os.replace(tmp, path)
     return client, initial
+
+
+def _algorithm_handlers(name: str) -> ClientHandlers:
+    from cosmosfl.algorithms.registry import ALGORITHMS
+
+    return handlers_for(ALGORITHMS.get(name))  # reference runs: the model-agnostic tasks
+
+
+def run_handlers(settings: AppSettings) -> ClientHandlers:
+    """The client handlers of the run's algorithm (`algorithm.name` of its config)."""
+    if settings.config_text not in _HANDLERS:
+        name = settings.experiment_config().algorithm["name"]
+        _HANDLERS[settings.config_text] = _algorithm_handlers(name)
+    return _HANDLERS[settings.config_text]
 
 
 def _cache_file(config_text: str, pid: int, cache_dir: str | None) -> Path:
@@ -172,6 +191,7 @@ def make_client_app(
             else:
                 cache = context.node_config.get("cache-dir")
                 client, initial = load_client(settings, pid, str(cache) if cache else None)
+            client.handlers = run_handlers(settings)
             saved = load_state(context.state)
             client.set_state(copy.deepcopy(initial) if saved is None else saved)
             for item in batch.items:

@@ -33,6 +33,7 @@ from flwr.serverapp import Grid
 from cosmosfl.algorithms.base import Algorithm, DeferredMetrics
 from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
+from cosmosfl.core.tasks import Request, as_message
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
@@ -174,9 +175,10 @@ class FlowerFederation:
 
     def send(
         self,
-        messages: Mapping[int, P.Message],
+        messages: Mapping[int, Request | P.Message],
         expect: Mapping[str, P.ArraySpec] | None = None,
     ) -> dict[int, P.Reply]:
+        messages = {cid: as_message(m) for cid, m in messages.items()}
         task = next(iter(messages.values())).task if messages else P.EVALUATE
         ticket = _Ticket(task, expect, sorted(messages))
         for cid in sorted(messages):
