@@ -72,6 +72,34 @@ def test_parallel_clients_equal_serial_and_learners_come_back():
             assert torch.equal(p, q)
 
 
+def test_workers_serve_the_algorithms_client_handlers():
+    """Ditto's clients (a proximal term, a second model slot) in worker processes: the
+    handlers reach the workers, and the slots come back with the learners."""
+    import torch
+
+    from cosmosfl import simulate
+    from cosmosfl.algorithms.ditto import Ditto
+
+    def run(workers):
+        clients, public = tiny_federation()
+        algo = Ditto(pretrain_epochs=1, local_epochs=1)
+        return simulate(algo, clients, public, rounds=2, seed=1, workers=workers), clients
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        (serial, serial_clients), (parallel, parallel_clients) = run(1), run(2)
+    finally:
+        torch.set_num_threads(threads)
+    assert strip(parallel.records) == strip(serial.records)
+    for a, b in zip(serial_clients, parallel_clients, strict=True):
+        assert set(b.slots) == {"global"}
+        for p, q in zip(
+            a.slots["global"].model.parameters(), b.slots["global"].model.parameters(), strict=True
+        ):
+            assert torch.equal(p, q)
+
+
 @pytest.mark.slow
 def test_parallel_clients_equal_serial_on_a_config():
     serial = run_experiment(load_config("configs/default.yaml", FAST), progress=False)
