@@ -97,14 +97,3 @@ def test_delegates_the_rest_of_the_grid() -> None:
 def test_rejects_a_non_positive_interval() -> None:
     with pytest.raises(ValueError, match="pull_interval must be > 0"):
         PromptGrid(FakeGrid(ready=[]), pull_interval=0)
-
-
-def test_launched_supernodes_poll_for_tasks_often_unless_the_user_chose(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
-) -> None:
-    from cosmosfl.apps.flower.launch import flower_env
-
-    monkeypatch.delenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", raising=False)
-    assert flower_env(tmp_path)["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] == "0.1"
-    monkeypatch.setenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "2")
-    assert flower_env(tmp_path)["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] == "2"
