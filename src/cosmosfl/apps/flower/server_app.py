@@ -11,6 +11,7 @@ import numpy as np
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from cosmosfl.apps.flower.grid import PromptGrid
 from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.engines.flower.federation import FlowerFederation
 from cosmosfl.engines.progress import Reporter, summary_line
@@ -40,6 +41,8 @@ def run_on_grid(
 ) -> dict[str, Any]:
     """Run `cfg` over `grid`; returns the summary (also written to `settings.out` if set)."""
     from cosmosfl.experiment.runner import run_experiment
+
+    grid = grid if isinstance(grid, PromptGrid) else PromptGrid(grid)
 
     engines: list[FlowerFederation] = []
 
