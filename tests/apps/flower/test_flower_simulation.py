@@ -24,7 +24,8 @@ from ...engines.flower.test_flower_engine import SMALL
 
 
 class RecordingGrid(Grid):
-    """Delegates to Flower's Grid and keeps every reply message that comes back."""
+    """Delegates to Flower's Grid and keeps every reply message that comes back (pulled: the
+    ServerApp's PromptGrid waits for replies with push and pull, not send_and_receive)."""
 
     def __init__(self, inner: Grid) -> None:
         self.inner = inner
@@ -47,12 +48,12 @@ class RecordingGrid(Grid):
         return self.inner.push_messages(messages)
 
     def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
-        return self.inner.pull_messages(message_ids)
-
-    def send_and_receive(self, messages, *, timeout=None):  # type: ignore[no-untyped-def]
-        replies = list(self.inner.send_and_receive(messages, timeout=timeout))
+        replies = list(self.inner.pull_messages(message_ids))
         self.replies.extend(replies)
         return replies
+
+    def send_and_receive(self, messages, *, timeout=None):  # type: ignore[no-untyped-def]
+        raise AssertionError("the ServerApp should wait for replies through PromptGrid")
 
 
 @pytest.fixture(scope="module")
