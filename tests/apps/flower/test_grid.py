@@ -69,7 +69,7 @@ def test_returns_every_reply_as_soon_as_the_last_arrives(clock: Clock) -> None:
     replies = PromptGrid(fake).send_and_receive(["a", "b", "c"], timeout=600)
     assert sorted(r.n for r in replies) == [0, 1, 2]
     assert fake.pulls == 3  # stopped at the pull that brought the last reply
-    assert clock.sleeps == [0.1, 0.1]  # Flower's own Grid sleeps 3 s here
+    assert clock.sleeps == [0.25, 0.25]  # Flower's own Grid sleeps 3 s here
 
 
 def test_stops_at_the_timeout_with_the_replies_it_has(clock: Clock) -> None:

@@ -36,9 +36,6 @@ def flower_env(flwr_home: Path) -> dict[str, str]:
         FLWR_TELEMETRY_ENABLED="0",
         FLWR_DISABLE_UPDATE_CHECK="1",
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-        # How often a SuperNode's SuperExec asks for a new ClientApp task (Flower: 1 s); a
-        # round waits for it twice per message, and asking costs a local call.
-        FLWR_SUPEREXEC_TASK_POLL_INTERVAL=env.get("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.1"),
     )
     return env
 
