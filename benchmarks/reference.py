@@ -75,7 +75,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="cosmosfl's λ in the same-work run (0: the official r_B has no gradient)",
     )
-    p.add_argument("--tta-rounds", type=int, default=10, help="most rounds for time to accuracy")
+    p.add_argument("--tta-rounds", type=int, default=60, help="most rounds for time to accuracy")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--work", help="folder for the split and the official code's log and JSON")
     return p.parse_args(argv)
