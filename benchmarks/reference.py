@@ -195,9 +195,10 @@ def run_interleaved(
             torch.manual_seed(a.seed)  # as cosmosfl.simulate does
             for t in range(a.rounds):
                 official_rounds.append(official.ask("go", "round"))
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 record = engine.run_round(same.algorithm, t + 1, a.rounds)
                 record["wall"] = time.perf_counter() - start
+                record["cpu"] = time.process_time() - cpu
                 ours.append(record)
                 print(R.progress(official_rounds[-1], record), flush=True)
         engine.close()

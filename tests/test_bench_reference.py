@@ -130,10 +130,11 @@ def test_tables_from_both_records() -> None:
             "target": 0.6, "official_round": 2, "official_seconds": 95.0, "config": "x.yaml",
             "cosmosfl_rounds": [{"round": 1, "seconds": 9.5, "cluster_model": 0.62, "K": 2}],
             "cosmosfl_reached": True, "cosmosfl_seconds": 9.5, "ratio": 10.0,
+            "official_cpu_seconds": 90.0, "cosmosfl_cpu_seconds": 9.0, "cpu_ratio": 10.0,
         },
     }  # fmt: skip
     text = report.render(result)
     assert "| client distillation | 20.0 | 10.0 | 2.00x |" in text
     assert "| 2 | 0.600 | 0.600 | 0.700 | 0.600 | 0.700 |" in text
     assert "clusters [[0, 1], [2, 3]]" in text and "K = 2" in text
-    assert "Time-to-accuracy ratio (official / cosmosfl): 10.0x." in text
+    assert "Time-to-accuracy ratio (official / cosmosfl): 10.0x wall, 10.0x process CPU." in text
