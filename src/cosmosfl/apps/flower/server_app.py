@@ -57,6 +57,9 @@ def run_on_grid(
             reporter=rep,
             reply_timeout=settings.reply_timeout,
             discovery_timeout=settings.discovery_timeout,
+            max_payload_bytes=cfg.max_payload_bytes,
+            faults=cfg.faults,
+            min_participation=cfg.min_participation,
         )
         fed.connect()
         engines.append(fed)
