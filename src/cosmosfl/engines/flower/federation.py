@@ -30,7 +30,6 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,47 +42,12 @@ from cosmosfl.core import protocol as P
 from cosmosfl.core.tasks import Request, as_message
 from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
 from cosmosfl.engines.flower import codec
+from cosmosfl.engines.flower.tickets import PendingReplies, Ticket, server_eval_item
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
 from cosmosfl.engines.simulation import ParticipationError
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
-from cosmosfl.models.registry import build_spec
-
-
-@dataclass
-class _Ticket:
-    """One `send` (or server evaluation): which clients were asked, and their answers."""
-
-    task: str
-    expect: Mapping[str, P.ArraySpec] | None
-    clients: list[int]
-    seq: int = 0  # the order of the steps in a round: rejections are recorded in that order
-    faults: dict[int, str] = field(default_factory=dict)  # injected, per client
-    replies: dict[int, P.Reply] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-    done: bool = False
-
-
-class PendingReplies(Mapping[int, P.Reply]):
-    """The replies to a queued request; reading them sends the queue and waits."""
-
-    def __init__(self, fed: FlowerFederation, ticket: _Ticket) -> None:
-        self._fed, self._ticket = fed, ticket
-
-    def _data(self) -> dict[int, P.Reply]:
-        if not self._ticket.done:
-            self._fed.flush()
-        return dict(sorted(self._ticket.replies.items()))
-
-    def __getitem__(self, cid: int) -> P.Reply:
-        return self._data()[cid]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._data())
-
-    def __len__(self) -> int:
-        return len(self._data())
 
 
 class FlowerFederation:
@@ -129,7 +93,7 @@ class FlowerFederation:
             else None
         )
         self._nodes: dict[int, int] = {}  # partition id -> Flower node id
-        self._queue: dict[int, list[tuple[_Ticket, codec.Item]]] = defaultdict(list)
+        self._queue: dict[int, list[tuple[Ticket, codec.Item]]] = defaultdict(list)
         self._round = 0
         self._reset_round()
 
@@ -237,9 +201,9 @@ class FlowerFederation:
 
     def _ticket(
         self, task: str, expect: Mapping[str, P.ArraySpec] | None, clients: list[int]
-    ) -> _Ticket:
+    ) -> Ticket:
         self._steps += 1
-        return _Ticket(task, expect, clients, seq=self._steps)
+        return Ticket(task, expect, clients, seq=self._steps)
 
     def evaluate_server_models(
         self, models: Mapping[int, Learner], split: str = "test"
@@ -252,7 +216,7 @@ class FlowerFederation:
         targets = [cid for cid in sorted(models) if cid in self._nodes]
         for cid in targets:
             if id(models[cid]) not in encoded:
-                encoded[id(models[cid])] = _server_eval_item(models[cid], split)
+                encoded[id(models[cid])] = server_eval_item(models[cid], split)
         if any(item is None for item in encoded.values()):
             self.log(
                 "a server model cannot be rebuilt on clients (only registry models can): "
@@ -340,7 +304,7 @@ class FlowerFederation:
         for ticket in {id(t): t for items in queued.values() for t, _ in items}.values():
             self._close(ticket)
 
-    def _close(self, ticket: _Ticket) -> None:
+    def _close(self, ticket: Ticket) -> None:
         """Mark a step answered; stop the run if too few clients answered it (as in-process)."""
         ticket.done = True
         if not ticket.clients or ticket.task == "server_eval":
@@ -359,7 +323,7 @@ class FlowerFederation:
                 "(lower min_participation to train on fewer clients)"
             )
 
-    def _accept(self, ticket: _Ticket, cid: int, item: codec.ItemReply) -> None:
+    def _accept(self, ticket: Ticket, cid: int, item: codec.ItemReply) -> None:
         reply, fault = item.reply, ticket.faults.get(cid)
         if fault != "crash":  # a crashed client was never asked
             self._client_seconds[ticket.task][cid] += item.seconds
@@ -394,18 +358,18 @@ class FlowerFederation:
             self._reject(ticket, cid, err.reason)
             self.log(str(err))
 
-    def _reject(self, ticket: _Ticket, cid: int, reason: str) -> None:
+    def _reject(self, ticket: Ticket, cid: int, reason: str) -> None:
         entry = {"client": cid, "task": ticket.task, "reason": reason}
         self._rejected.append(((ticket.seq, cid), entry))
 
-    def _refuse(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
+    def _refuse(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
         """A reply that came but could not be read: every item it answers is rejected."""
         for ticket, _ in items:
             ticket.failures.append(f"client {cid}: {reason}")
             self._reject(ticket, cid, reason)
         self.log(f"client {cid}: {reason}")
 
-    def _miss(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
+    def _miss(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
         for ticket, _ in items:
             ticket.failures.append(f"client {cid}: {reason}")
             self._missing.append({"client": cid, "task": ticket.task, "reason": reason})
@@ -457,14 +421,3 @@ class FlowerFederation:
         ).to_json()
         self.reporter.round_end(record)
         return record
-
-
-def _server_eval_item(learner: Learner, split: str = "test") -> codec.ServerEval | None:
-    model = getattr(learner, "model", None)
-    spec = build_spec(model) if model is not None else None
-    if spec is None:
-        return None
-    if split != "test":
-        spec = {**spec, "split": split}
-    arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}  # type: ignore[union-attr]
-    return codec.ServerEval(spec, arrays)
