@@ -103,8 +103,8 @@ class Comet(Algorithm):
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic()))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
-            if deferred(trained):  # Flower: answering this task means training finished
-                self.pretrained.update(probs)
+            if deferred(trained):  # Flower: the prediction carried the training replies
+                self.pretrained.update(trained)  # resolved by now: no extra round trip
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # after local training
 

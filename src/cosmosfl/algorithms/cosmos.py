@@ -205,8 +205,8 @@ class Cosmos(Algorithm):
             ask = {"codec": self.codec} if self.codec != "float32" else {}
             replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC, ask) for cid in fed.client_ids})
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
-            if deferred(trained):  # Flower: answering this task means training finished
-                self.pretrained.update(probs)
+            if deferred(trained):  # Flower: the prediction carried the training replies
+                self.pretrained.update(trained)  # resolved by now: no extra round trip
         with fed.phase("evaluation"):
             own_test = evaluate_clients(fed)
             record.add_metrics("local", own_test)  # f_i^(t,1)

@@ -167,7 +167,10 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
 
 def _refuse_finished(out: Path, force: bool) -> None:
     """Checked here because the ServerApp runs where its errors become Flower's log lines."""
+    from cosmosfl.apps.flower.server_app import refuse_interrupted
     from cosmosfl.experiment.rundir import RunDirectory
+
+    refuse_interrupted(out, force)
 
     if RunDirectory(out).finished and not force:
         raise ConfigError(

@@ -1,5 +1,5 @@
-"""Seeded fault injection for the simulation engine: drop-outs, stragglers, crashes, corrupted
-payloads and Byzantine clients.
+"""Seeded fault injection for both engines: drop-outs, stragglers, crashes, corrupted payloads
+and Byzantine clients.
 
 The injector is stateless: every decision is a pure function of (seed, round, client, task), so a
 rerun or a resumed run sees exactly the same faults. Per round, one uniform draw per client picks
@@ -10,7 +10,9 @@ clients in the same rounds. A faulted client fails every task in `tasks` for tha
 Evaluation (`evaluate`) is never faulted: it is the experimenter's measurement, not a protocol
 step, so accuracies are always reported over every client.
 
-What each fault does to the client (the engine applies it in `send`):
+What each fault does to the client (each engine applies it in its `send`, on the server side:
+the in-process engine in engines/simulation.py, the Flower engine in engines/flower/, so both
+give the same records for the same seed):
 - dropout: the client is offline; it is never asked, does no work, and nothing is received.
 - straggler: the client does the work (its model changes), but the reply arrives after the
   round's deadline and is discarded, like a reply that failed validation.
@@ -157,6 +159,21 @@ class FaultInjector:
         }
         return P.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
 
+    def apply(
+        self,
+        reply: P.Reply,
+        fault: str | None,
+        round_num: int,
+        client: int,
+        context: Mapping[str, int],
+        max_bytes: int,
+    ) -> P.Reply:
+        """The reply the server goes on with, before validation: a `corrupt` client's payload
+        damaged, a Byzantine client's `predict_public` falsified, any other reply as it came."""
+        if fault == "corrupt":
+            return self.corrupt(reply, round_num, client, context, max_bytes)
+        return self.byzantine_reply(reply, round_num, client, context["m"])
+
     def byzantine_reply(self, reply: P.Reply, round_num: int, client: int, m: int) -> P.Reply:
         """A Byzantine client's hostile but valid answer to `predict_public`."""
         if client not in self.byzantine or reply.task != P.PREDICT_PUBLIC or not reply.ok:
@@ -185,6 +202,16 @@ class FaultInjector:
                     out[:, fixed] = 1.0
                 arrays[name] = np.ascontiguousarray(out, dtype=a.dtype)
         return P.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
+
+
+def crash_reply(message: P.Message) -> P.Reply:
+    """What a client whose code raised at the start of `message`'s task answers."""
+    err = InjectedCrash(f"injected crash in task {message.task!r}")
+    return P.Reply(message.task, error=f"InjectedCrash: {err}", error_kind="crash")
+
+
+LATE = "reply arrived after the deadline"
+"""The rejection reason of a straggler's reply."""
 
 
 def corrupt_array(

@@ -22,7 +22,7 @@ from cosmosfl.client import Client
 from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.core.tasks import Request, as_message
-from cosmosfl.engines.faults import FaultConfig, FaultInjector, InjectedCrash, fault_config
+from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
 from cosmosfl.engines.workers import WorkerPool
@@ -183,13 +183,15 @@ class SimulationEngine:
                 continue
             self._bytes_down[cid] += P.message_bytes(message)
             if fault == "crash":
-                reply = _crash(message)
+                reply = crash_reply(message)
             elif delivered is not None:
                 reply = delivered[cid]
             else:
                 reply = self._clients[cid].handle(message)
             if self.faults is not None:
-                reply = self._inject(reply, cid, fault, context)
+                reply = self.faults.apply(
+                    reply, fault, self._round, cid, context, self.max_payload_bytes
+                )
             if self.strict and _raised(reply):
                 raise ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "
@@ -201,7 +203,7 @@ class SimulationEngine:
             spec = P.REPLY_SPECS[message.task] if expect is None else expect
             try:
                 if fault == "straggler":
-                    raise P.PayloadError(cid, message.task, "reply arrived after the deadline")
+                    raise P.PayloadError(cid, message.task, LATE)
                 replies[cid] = codecs.receive_reply(
                     reply,
                     spec,
@@ -221,12 +223,6 @@ class SimulationEngine:
             )
         self._check_participation(messages, replies)
         return replies
-
-    def _inject(self, reply: P.Reply, cid: int, fault: str | None, context: dict) -> P.Reply:
-        assert self.faults is not None
-        if fault == "corrupt":
-            return self.faults.corrupt(reply, self._round, cid, context, self.max_payload_bytes)
-        return self.faults.byzantine_reply(reply, self._round, cid, self._num_classes)
 
     def _check_participation(
         self, messages: Mapping[int, P.Message], replies: Mapping[int, P.Reply]
@@ -307,12 +303,6 @@ class SimulationEngine:
         finally:
             self.close()
         return records
-
-
-def _crash(message: P.Message) -> P.Reply:
-    """What a client whose code raised at the start of `message`'s task answers."""
-    err = InjectedCrash(f"injected crash in task {message.task!r}")
-    return P.Reply(message.task, error=f"InjectedCrash: {err}", error_kind="crash")
 
 
 def _raised(reply: Any) -> bool:

@@ -110,3 +110,23 @@ def test_clients_send_only_soft_labels_on_u_and_scalars(runs) -> None:  # type: 
                     assert isinstance(value, bool | int | float | str), type(value)
     # one prediction per client per round, and nothing else array-shaped
     assert arrays_seen == cfg.data.num_clients * cfg.rounds
+
+
+@pytest.mark.slow
+def test_faults_on_flower_simulation_equal_the_in_process_records(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Every fault mode through Flower's simulation runtime (Ray): the in-process records.
+    Slow (a second Ray start); the default suite checks the same over the loopback Grid
+    (tests/engines/flower/test_flower_faults.py)."""
+    from ...engines.flower.test_flower_faults import MIXED, assert_same_records
+
+    cfg = load_config(None, SMALL + MIXED)
+    sim = run_experiment(cfg, tmp_path / "sim", progress=False)
+    simulate_on_flower(cfg, tmp_path / "flower")
+    records = read_records(tmp_path / "flower")
+    assert_same_records(records, sim.records)
+    assert {f["fault"] for r in records for f in r["faults"]} == {
+        "dropout",
+        "straggler",
+        "crash",
+        "corrupt",
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,8 @@ from cosmosfl.apps.flower.grid import PromptGrid
 from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.engines.flower.federation import FlowerFederation
 from cosmosfl.engines.progress import Reporter, summary_line
-from cosmosfl.experiment.config import ExperimentConfig
-from cosmosfl.experiment.rundir import RunDirectory
+from cosmosfl.experiment.config import ConfigError, ExperimentConfig
+from cosmosfl.experiment.rundir import METRICS, RunDirectory
 
 GridHook = Callable[[Grid], Grid]
 """Wraps the Grid before use (tests record the messages that cross it)."""
@@ -32,6 +33,28 @@ class LogReporter(Reporter):
         print(text, file=sys.stderr, flush=True)
 
 
+def refuse_interrupted(out: str | Path, force: bool) -> None:
+    """Refuse to start over a run directory that holds a Flower run cut short, unless `force`.
+
+    A Flower run is not checkpointed and cannot be resumed: its clients' trained states live in
+    Flower's per-run node contexts, which die with the run, so a restarted ServerApp (a new
+    Flower run) starts every client from its initial state and must start at round 1
+    (docs/flower.md, "A killed ServerApp"). Starting over would silently discard the rounds the
+    directory records; `force` says that is meant."""
+    path = Path(out)
+    metrics = path / METRICS
+    if force or RunDirectory(path).finished or not metrics.is_file():
+        return
+    rounds = sum(1 for line in metrics.read_text().splitlines() if line.strip())
+    if rounds:
+        raise ConfigError(
+            f"{path} holds a Flower run that was cut short after {rounds} recorded round(s) "
+            "(no summary.json). Flower runs cannot be resumed (the clients' trained states "
+            "were lost with that run, see docs/flower.md): start it over from round 1 with "
+            "force (--force, or --run-config 'force=true'), or choose another out"
+        )
+
+
 def run_on_grid(
     grid: Grid,
     cfg: ExperimentConfig,
@@ -42,6 +65,8 @@ def run_on_grid(
     """Run `cfg` over `grid`; returns the summary (also written to `settings.out` if set)."""
     from cosmosfl.experiment.runner import run_experiment
 
+    if settings.out:
+        refuse_interrupted(settings.out, settings.force)
     grid = grid if isinstance(grid, PromptGrid) else PromptGrid(grid)
 
     engines: list[FlowerFederation] = []
@@ -57,6 +82,9 @@ def run_on_grid(
             reporter=rep,
             reply_timeout=settings.reply_timeout,
             discovery_timeout=settings.discovery_timeout,
+            max_payload_bytes=cfg.max_payload_bytes,
+            faults=cfg.faults,
+            min_participation=cfg.min_participation,
         )
         fed.connect()
         engines.append(fed)

@@ -14,16 +14,22 @@ network:
   algorithm sees exactly what the in-process engine would give it.
 - A client that does not answer within `reply_timeout` (also the message TTL), whose
   ClientApp fails, or whose SuperNode is offline is left out of that step and recorded under
-  `missing` in the round's record; the run goes on with the others.
+  `missing` in the round's record; the run goes on with the others (down to
+  `min_participation`, as in-process).
+- Injected faults (`faults`, engines/faults.py) are applied here, on the server side, with the
+  in-process engine's decisions: a dropped-out client is not sent its items, a crashed one is
+  answered by a crash reply without being asked, a straggler's reply is discarded when it
+  arrives, and a corrupt or Byzantine client's decoded reply is damaged or falsified before
+  validation. The records equal the in-process engine's (docs/flower.md, "Injected faults").
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,45 +40,14 @@ from cosmosfl.algorithms.base import Algorithm, DeferredMetrics
 from cosmosfl.core import codecs
 from cosmosfl.core import protocol as P
 from cosmosfl.core.tasks import Request, as_message
+from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
 from cosmosfl.engines.flower import codec
+from cosmosfl.engines.flower.tickets import PendingReplies, Ticket, server_eval_item
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
+from cosmosfl.engines.simulation import ParticipationError
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
-from cosmosfl.models.registry import build_spec
-
-
-@dataclass
-class _Ticket:
-    """One `send` (or server evaluation): which clients were asked, and their answers."""
-
-    task: str
-    expect: Mapping[str, P.ArraySpec] | None
-    clients: list[int]
-    replies: dict[int, P.Reply] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-    done: bool = False
-
-
-class PendingReplies(Mapping[int, P.Reply]):
-    """The replies to a queued request; reading them sends the queue and waits."""
-
-    def __init__(self, fed: FlowerFederation, ticket: _Ticket) -> None:
-        self._fed, self._ticket = fed, ticket
-
-    def _data(self) -> dict[int, P.Reply]:
-        if not self._ticket.done:
-            self._fed.flush()
-        return dict(sorted(self._ticket.replies.items()))
-
-    def __getitem__(self, cid: int) -> P.Reply:
-        return self._data()[cid]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._data())
-
-    def __len__(self) -> int:
-        return len(self._data())
 
 
 class FlowerFederation:
@@ -91,7 +66,15 @@ class FlowerFederation:
         reply_timeout: float = 600.0,
         discovery_timeout: float = 300.0,
         max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+        faults: FaultConfig | Mapping[str, Any] | None = None,
+        min_participation: float = 0.0,
     ) -> None:
+        """`faults` and `min_participation` as in `SimulationEngine`: the same seeded faults
+        (decided over `expected_clients`, so the Byzantine set is the in-process one), and a
+        step answered by fewer than `min_participation` of the clients it addressed ends the
+        run (ParticipationError)."""
+        if not 0 <= min_participation <= 1:
+            raise ValueError(f"min_participation must lie in [0, 1], got {min_participation}")
         self.grid = grid
         self._public_x = np.asarray(public_x)
         self._num_classes = int(num_classes)
@@ -102,8 +85,15 @@ class FlowerFederation:
         self.reply_timeout = float(reply_timeout)
         self.discovery_timeout = float(discovery_timeout)
         self.max_payload_bytes = max_payload_bytes
+        self.min_participation = float(min_participation)
+        config = fault_config(faults)
+        self.faults = (
+            FaultInjector(config, self._expected, self._seed)
+            if config is not None and config.active
+            else None
+        )
         self._nodes: dict[int, int] = {}  # partition id -> Flower node id
-        self._queue: dict[int, list[tuple[_Ticket, codec.Item]]] = defaultdict(list)
+        self._queue: dict[int, list[tuple[Ticket, codec.Item]]] = defaultdict(list)
         self._round = 0
         self._reset_round()
 
@@ -180,17 +170,40 @@ class FlowerFederation:
     ) -> dict[int, P.Reply]:
         messages = {cid: as_message(m) for cid, m in messages.items()}
         task = next(iter(messages.values())).task if messages else P.EVALUATE
-        ticket = _Ticket(task, expect, sorted(messages))
+        unknown = sorted(set(messages) - set(self._nodes))
+        if unknown:
+            raise KeyError(f"message addressed to unknown client(s) {unknown}")
+        ticket = self._ticket(task, expect, sorted(messages))
+        queued = False
         for cid in sorted(messages):
-            if cid not in self._nodes:
-                raise KeyError(f"message addressed to unknown client {cid}")
-            self._bytes_down[cid] += P.message_bytes(messages[cid])
-            self._queue[cid].append((ticket, messages[cid]))
+            message = messages[cid]
+            fault = self.faults.fault(self._round, cid, message.task) if self.faults else None
+            if fault is not None:
+                ticket.faults[cid] = fault
+                self._faults.append({"client": cid, "task": message.task, "fault": fault})
+            if fault == "dropout":  # offline: never asked, nothing sent or received
+                ticket.failures.append(f"client {cid} dropped out")
+                continue
+            self._bytes_down[cid] += P.message_bytes(message)
+            if fault == "crash":  # raises at the start of the task: no work, an error reply
+                self._accept(ticket, cid, codec.ItemReply(codec.PROTOCOL, crash_reply(message)))
+                continue
+            self._queue[cid].append((ticket, message))
+            queued = True
+        if not queued:  # every addressed client dropped out or crashed
+            self._close(ticket)
+            return dict(sorted(ticket.replies.items()))
         specs = [P.REPLY_SPECS[m.task] if expect is None else expect for m in messages.values()]
         if any(specs):  # the caller needs arrays back now
             self.flush()
             return dict(sorted(ticket.replies.items()))
         return PendingReplies(self, ticket)  # type: ignore[return-value]
+
+    def _ticket(
+        self, task: str, expect: Mapping[str, P.ArraySpec] | None, clients: list[int]
+    ) -> Ticket:
+        self._steps += 1
+        return Ticket(task, expect, clients, seq=self._steps)
 
     def evaluate_server_models(
         self, models: Mapping[int, Learner], split: str = "test"
@@ -198,12 +211,12 @@ class FlowerFederation:
         """h_π(i) on client i's test split (or `split`): the model's weights (as they are now)
         travel to client i in an evaluation-only item, counted as `eval_bytes_down`, not as
         protocol traffic. Deferred like metric-only requests: the item joins the next message."""
-        ticket = _Ticket("server_eval", None, [])
+        ticket = self._ticket("server_eval", None, [])
         encoded: dict[int, codec.ServerEval | None] = {}
         targets = [cid for cid in sorted(models) if cid in self._nodes]
         for cid in targets:
             if id(models[cid]) not in encoded:
-                encoded[id(models[cid])] = _server_eval_item(models[cid], split)
+                encoded[id(models[cid])] = server_eval_item(models[cid], split)
         if any(item is None for item in encoded.values()):
             self.log(
                 "a server model cannot be rebuilt on clients (only registry models can): "
@@ -289,28 +302,49 @@ class FlowerFederation:
                     cid, items, f"no reply (waited {waited:.0f} of {self.reply_timeout:g} s)"
                 )
         for ticket in {id(t): t for items in queued.values() for t, _ in items}.values():
-            ticket.done = True
-            if ticket.clients and not ticket.replies and ticket.task != "server_eval":
-                raise RuntimeError(
-                    f"round {self._round}: every client failed task {ticket.task!r}; "
-                    f"first error: {ticket.failures[0] if ticket.failures else 'none'}"
-                )
+            self._close(ticket)
 
-    def _accept(self, ticket: _Ticket, cid: int, item: codec.ItemReply) -> None:
-        reply = item.reply
-        self._client_seconds[ticket.task][cid] += item.seconds
+    def _close(self, ticket: Ticket) -> None:
+        """Mark a step answered; stop the run if too few clients answered it (as in-process)."""
+        ticket.done = True
+        if not ticket.clients or ticket.task == "server_eval":
+            return
+        if not ticket.replies:
+            raise ParticipationError(
+                f"round {self._round}: every client failed task {ticket.task!r}; "
+                f"first error: {ticket.failures[0] if ticket.failures else 'none'}"
+            )
+        need = math.ceil(self.min_participation * len(ticket.clients) - 1e-9)
+        if len(ticket.replies) < need:
+            raise ParticipationError(
+                f"round {self._round}: only {len(ticket.replies)} of {len(ticket.clients)} "
+                f"clients answered task {ticket.task!r}; min_participation = "
+                f"{self.min_participation:g} needs {need} "
+                "(lower min_participation to train on fewer clients)"
+            )
+
+    def _accept(self, ticket: Ticket, cid: int, item: codec.ItemReply) -> None:
+        reply, fault = item.reply, ticket.faults.get(cid)
+        if fault != "crash":  # a crashed client was never asked
+            self._client_seconds[ticket.task][cid] += item.seconds
         if item.kind == codec.SERVER_EVAL:
             bad = [k for k, v in reply.metrics.items() if not P.is_finite_number(v)]
             if reply.ok and not bad:
                 ticket.replies[cid] = reply
             else:
                 reason = reply.error or f"metrics {bad} are not finite numbers"
-                self._rejected.append({"client": cid, "task": "server_eval", "reason": reason})
+                self._reject(ticket, cid, reason)
             return
+        context = {"n": len(self._public_x), "m": self._num_classes}
+        if self.faults is not None:
+            reply = self.faults.apply(
+                reply, fault, self._round, cid, context, self.max_payload_bytes
+            )
         self._bytes_up[cid] += P.message_bytes(reply)
         spec = P.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
-        context = {"n": len(self._public_x), "m": self._num_classes}
         try:
+            if fault == "straggler":  # it did the work; its reply is too late to be used
+                raise P.PayloadError(cid, ticket.task, LATE)
             ticket.replies[cid] = codecs.receive_reply(
                 reply,
                 spec,
@@ -321,17 +355,21 @@ class FlowerFederation:
             )
         except P.PayloadError as err:
             ticket.failures.append(str(err))
-            self._rejected.append({"client": cid, "task": ticket.task, "reason": err.reason})
+            self._reject(ticket, cid, err.reason)
             self.log(str(err))
 
-    def _refuse(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
+    def _reject(self, ticket: Ticket, cid: int, reason: str) -> None:
+        entry = {"client": cid, "task": ticket.task, "reason": reason}
+        self._rejected.append(((ticket.seq, cid), entry))
+
+    def _refuse(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
         """A reply that came but could not be read: every item it answers is rejected."""
         for ticket, _ in items:
             ticket.failures.append(f"client {cid}: {reason}")
-            self._rejected.append({"client": cid, "task": ticket.task, "reason": reason})
+            self._reject(ticket, cid, reason)
         self.log(f"client {cid}: {reason}")
 
-    def _miss(self, cid: int, items: list[tuple[_Ticket, codec.Item]], reason: str) -> None:
+    def _miss(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
         for ticket, _ in items:
             ticket.failures.append(f"client {cid}: {reason}")
             self._missing.append({"client": cid, "task": ticket.task, "reason": reason})
@@ -344,13 +382,17 @@ class FlowerFederation:
         self._eval_bytes_down: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
         self._seconds: dict[str, float] = defaultdict(float)
         self._client_seconds: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-        self._rejected: list[dict[str, Any]] = []
+        # (step, client) -> entry: recorded in step order, then client order, as in-process
+        self._rejected: list[tuple[tuple[int, int], dict[str, Any]]] = []
         self._missing: list[dict[str, Any]] = []
+        self._faults: list[dict[str, Any]] = []
         self._round_trips = 0
+        self._steps = 0
 
     def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
         """Run one round of `algorithm` and return its record (the simulation engine's format,
-        plus `missing`, `eval_bytes_down`, `client_seconds` and `round_trips`)."""
+        with `faults` and `byzantine` when faults are injected, plus `missing`,
+        `eval_bytes_down`, `client_seconds` and `round_trips`)."""
         self._round = round_num
         self._reset_round()
         self.reporter.round_start(round_num, rounds)
@@ -369,22 +411,13 @@ class FlowerFederation:
             bytes_down=self._bytes_down,
             seconds=self._seconds,
             total_seconds=total,
-            rejected=self._rejected,
+            rejected=[entry for _, entry in sorted(self._rejected, key=lambda e: e[0])],
             eval_bytes_down=self._eval_bytes_down,
             client_seconds=self._client_seconds,
             round_trips=self._round_trips,
             missing=self._missing,
+            faults=None if self.faults is None else self._faults,
+            byzantine=None if self.faults is None else sorted(self.faults.byzantine),
         ).to_json()
         self.reporter.round_end(record)
         return record
-
-
-def _server_eval_item(learner: Learner, split: str = "test") -> codec.ServerEval | None:
-    model = getattr(learner, "model", None)
-    spec = build_spec(model) if model is not None else None
-    if spec is None:
-        return None
-    if split != "test":
-        spec = {**spec, "split": split}
-    arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}  # type: ignore[union-attr]
-    return codec.ServerEval(spec, arrays)
