@@ -8,6 +8,7 @@ splits). Any engine that implements `Federation` can run any algorithm.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -17,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Constraint, check_instance
 from cosmosfl.learners.base import Learner
 
 
@@ -142,14 +144,48 @@ class Algorithm(ABC):
     """A federated procedure. Subclasses are dataclasses whose fields are their hyperparameters."""
 
     name: ClassVar[str]
-    # The evaluation point reported as "the" accuracy of this algorithm (last round).
+    # How reports and plots name it ("COSMOS", "FedAvg"); defaults to `name`.
+    display_name: ClassVar[str]
+    # The evaluation point reported as "the" accuracy of this algorithm (last round); written
+    # into every round record as "primary_model" and into summary.json as "reported_model".
+    reported_model: ClassVar[str] = "client_model"
+    # Deprecated name of `reported_model`, kept equal to it for code that still reads it.
     primary_model: ClassVar[str] = "client_model"
     # Model-agnostic algorithms must never send model parameters (audited in tests).
     model_agnostic: ClassVar[bool] = True
+    # What values each hyperparameter allows (core/constraints.py), merged with the bases';
+    # checked when the algorithm is built and by the config layer before it builds one.
+    parameter_constraints: ClassVar[Mapping[str, Constraint]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if "primary_model" in own and "reported_model" not in own:
+            warnings.warn(
+                f"{cls.__name__}.primary_model is deprecated; name the reported evaluation "
+                "point `reported_model` instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.reported_model = own["primary_model"]
+        cls.primary_model = cls.reported_model
+        if "display_name" not in own and "name" in own:
+            cls.display_name = cls.name
+
+    def __post_init__(self) -> None:
+        """Check the hyperparameters against `parameter_constraints`; subclasses with checks
+        that involve several settings call this first."""
+        check_instance(self)
 
     @abstractmethod
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         """Run round `round_num` (1-based) and report its metrics."""
+
+    def epochs_for(self, first_training: bool) -> int:
+        """The local-training schedule: E0 (`pretrain_epochs`) for a client's first local
+        training, E (`local_epochs`) after. Algorithms that train every client from round 1 on
+        pass `round_num == 1`."""
+        return int(getattr(self, "pretrain_epochs" if first_training else "local_epochs"))
 
     def hyperparameters(self) -> dict[str, Any]:
         """The settings this algorithm was created with (not its server state)."""
@@ -194,10 +230,10 @@ def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int
 
 
 def train_local_with_pretraining(
-    fed: Federation, pretrained: set[int], pretrain_epochs: int, local_epochs: int
+    fed: Federation, pretrained: set[int], epochs_for: Callable[[bool], int]
 ) -> Any:
-    """TRAIN_LOCAL for every client: `pretrain_epochs` (E0) for a client that has not yet
-    finished local training, `local_epochs` for the others.
+    """TRAIN_LOCAL for every client: `epochs_for(True)` epochs (E0, `Algorithm.epochs_for`) for
+    a client that has not yet finished local training, `epochs_for(False)` for the others.
 
     In round 1 that is everyone; afterwards it is a client that was offline (or failed) in
     round 1 and answers for the first time: it gets the pre-training it missed instead of
@@ -207,9 +243,7 @@ def train_local_with_pretraining(
     and the caller adds the clients that answered the next task instead (`deferred(replies)`).
     """
     messages = {
-        cid: P.Message(
-            P.TRAIN_LOCAL, {"epochs": local_epochs if cid in pretrained else pretrain_epochs}
-        )
+        cid: P.Message(P.TRAIN_LOCAL, {"epochs": epochs_for(cid not in pretrained)})
         for cid in fed.client_ids
     }
     replies = fed.send(messages)

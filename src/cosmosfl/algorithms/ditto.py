@@ -29,15 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.params import (
-    GlobalModel,
-    check_epochs,
-    check_nonnegative,
-    fetch_weights,
-    push_weights,
-    weighted_mean,
-)
+from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.params import GlobalModel, fetch_weights, push_weights, weighted_mean
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Interval
 
 GLOBAL_SLOT = "global"
 
@@ -47,17 +42,19 @@ class Ditto(Algorithm):
     """FedAvg on a global model + personal models regularised towards it."""
 
     name: ClassVar[str] = "ditto"
-    primary_model: ClassVar[str] = "personal_model"
+    display_name: ClassVar[str] = "Ditto"
+    reported_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
+    parameter_constraints: ClassVar = {
+        "lam": Interval(float, 0, symbol="λ"),
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+    }
 
     lam: float = 1.0
     pretrain_epochs: int = 5
     local_epochs: int = 5
     _global: GlobalModel = field(default_factory=GlobalModel, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_epochs(self, ("pretrain_epochs", "local_epochs"))
-        check_nonnegative(self, ("lam",))
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
@@ -68,7 +65,7 @@ class Ditto(Algorithm):
         assert g.weights is not None
         with fed.phase("broadcast"):  # w^t into every client's "global" slot
             ready = sorted(push_weights(fed, dict.fromkeys(fed.client_ids, g.weights), GLOBAL_SLOT))
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         with fed.phase("personal_training"):  # v_i ← argmin F_i(v) + λ/2·||v − w^t||²
             personal = {"epochs": epochs, "prox_mu": float(self.lam), "prox_to": GLOBAL_SLOT}
             if self.lam == 0:  # no proximal term: plain local training of v_i

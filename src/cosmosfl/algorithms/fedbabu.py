@@ -29,8 +29,9 @@ from typing import ClassVar
 
 from cosmosfl.algorithms.base import Federation, RoundRecord, evaluate_clients
 from cosmosfl.algorithms.fedavg import FedAvg
-from cosmosfl.algorithms.params import check_epochs
+from cosmosfl.algorithms.hyperparameters import EPOCHS
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Options
 
 PERSONAL_SLOT = "personal"
 FINETUNE = ("head", "full")
@@ -41,16 +42,12 @@ class FedBABU(FedAvg):
     """FedAvg on the body with a frozen random head; head fine-tuning before evaluation."""
 
     name: ClassVar[str] = "fedbabu"
-    primary_model: ClassVar[str] = "personal_model"
+    display_name: ClassVar[str] = "FedBABU"
+    reported_model: ClassVar[str] = "personal_model"
+    parameter_constraints: ClassVar = {"finetune_epochs": EPOCHS, "finetune": Options(FINETUNE)}
 
     finetune_epochs: int = 5
     finetune: str = "head"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_epochs(self, ("finetune_epochs",))
-        if self.finetune not in FINETUNE:
-            raise ValueError(f"finetune {self.finetune!r}; allowed: {', '.join(FINETUNE)}")
 
     def train_config(self, epochs: int) -> dict[str, P.Scalar]:
         return {"epochs": epochs, "freeze": "head"}

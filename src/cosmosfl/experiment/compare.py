@@ -266,7 +266,7 @@ def run_compare(
         )
         echo(
             f"[{i}/{total}] {run.algorithm} seed {run.seed} done in "
-            f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "
+            f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.reported_model} "
             f"{result.mean_accuracy():.4f}"
         )
         warning = exclusion_warning(getattr(result, "summary", {}))

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
+from cosmosfl.core.constraints import check_parameters
 from cosmosfl.data.sources import DATASET_NAMES
 from cosmosfl.engines.faults import FaultConfig
 
@@ -251,8 +252,12 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
         if not _type_ok(value, hint):
             raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
         out[key] = value
-    try:  # let the algorithm check value ranges and combinations now, before any training
-        instance = cls(**{k: v for k, v in out.items() if k != "name"})
+    given = {k: v for k, v in out.items() if k != "name"}
+    try:
+        # Each value against the class's declared constraints (core/constraints.py), then the
+        # algorithm itself for combinations of settings, all before any training.
+        check_parameters(cls, given)
+        instance = cls(**given)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"algorithm ({name}): {err}") from None
     # The resolved config names every setting, defaults included, so a run directory's

@@ -215,7 +215,7 @@ def _run_federated(
     tracker: Tracker | None = None,
 ) -> SimulationResult:
     cfg = exp.config
-    result = SimulationResult(algorithm.name, algorithm.primary_model)
+    result = SimulationResult(algorithm.name, algorithm.reported_model)
     first = 1
     if checkpoint is not None:  # before the engine starts: worker processes copy the clients
         result.records = restore(checkpoint, algorithm, exp.clients)
