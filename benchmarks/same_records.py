@@ -28,8 +28,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("cosmos", "comet", "fedmd", "local", "fedavg", "ditto")
 TIMING = frozenset({"seconds"})  # wall-clock fields of a record; everything else must match
-# Parameter-sharing algorithms need one torch architecture for every client.
-HOMOGENEOUS = frozenset({"fedavg", "ditto"})
+# Parameter-sharing algorithms need one torch architecture for every client (`-a` may name
+# any registered algorithm).
+HOMOGENEOUS = frozenset({"fedavg", "fedprox", "ditto", "fedbabu", "fedselect", "pfedck", "pfedhn"})
 
 RUN = "import sys; from cosmosfl.cli.main import main; sys.exit(main(sys.argv[1:]))"
 # COSMOS from the Python API, with the server model `simulate` gives it by default.
