@@ -36,10 +36,11 @@ from cosmosfl.experiment.config import (
     parse_override,
     reference_runs,
 )
-from cosmosfl.experiment.report import Report, algorithm_order, write_report
+from cosmosfl.experiment.report import Report, write_report
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
 from cosmosfl.experiment.runner import resumable, resume_experiment, run_experiment
+from cosmosfl.experiment.runset import algorithm_order
 from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.tracking import Tracker, make_tracker
 
