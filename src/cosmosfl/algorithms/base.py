@@ -156,6 +156,11 @@ class Algorithm(ABC):
     # What values each hyperparameter allows (core/constraints.py), merged with the bases';
     # checked when the algorithm is built and by the config layer before it builds one.
     parameter_constraints: ClassVar[Mapping[str, Constraint]] = {}
+    # Deprecated names of settings, {old: new}: the config layer maps an old key to the new one
+    # with a DeprecationWarning; the class takes the old name as an `InitVar` (None by
+    # default), hands it to `take_renamed` in `__post_init__`, and reads it back through
+    # `renamed_setting` (see Ditto's `lam`, now `prox_weight`).
+    renamed_parameters: ClassVar[Mapping[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -176,6 +181,18 @@ class Algorithm(ABC):
         """Check the hyperparameters against `parameter_constraints`; subclasses with checks
         that involve several settings call this first."""
         check_instance(self)
+
+    def take_renamed(self, old: str, value: Any) -> None:
+        """Set the setting now called `renamed_parameters[old]` from its deprecated name."""
+        if value is None:
+            return
+        new = self.renamed_parameters[old]
+        warnings.warn(
+            f"{type(self).__name__}({old}=...) is deprecated; use {new}= (same meaning)",
+            DeprecationWarning,
+            stacklevel=4,  # take_renamed <- __post_init__ <- __init__ <- the caller
+        )
+        setattr(self, new, value)
 
     @abstractmethod
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
@@ -217,6 +234,21 @@ def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:
     if not isinstance(replies, dict):
         return DeferredMetrics(lambda: {cid: dict(r.metrics) for cid, r in replies.items()})
     return {cid: dict(r.metrics) for cid, r in replies.items()}
+
+
+def renamed_setting(old: str, new: str) -> property:
+    """A read-only attribute under a setting's deprecated name (set it on the class after
+    `@dataclass`, which would take a property in the class body for the InitVar's default)."""
+
+    def read(self: Any) -> Any:
+        warnings.warn(
+            f"{type(self).__name__}.{old} is deprecated; use {new} (same meaning)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, new)
+
+    return property(read, doc=f"Deprecated name of `{new}`.")
 
 
 ServerLearnerFactory = Callable[[tuple[int, ...], int, int], Learner]

@@ -13,6 +13,7 @@ is skipped, so an interrupted comparison resumes where it stopped.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +212,9 @@ def _resolved(old: dict[str, Any]) -> dict[str, Any]:
     """An old run's config with settings added to cosmosfl since then at their defaults, so
     that a new setting alone does not make every finished run look changed."""
     try:
-        return yaml.safe_load(dump_config(config_from_dict(old)))
+        with warnings.catch_warnings():  # deprecated names in an old run's file: not the user's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return yaml.safe_load(dump_config(config_from_dict(old)))
     except ConfigError:
         return old
 

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
     _check_keys(raw, "algorithm")
     name = raw["name"]
     cls = settings_class(name)
+    raw = _renamed_keys(cls, name, raw)
     options = algorithm_options(name)
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(raw) - set(options) - {"name"})
@@ -263,6 +265,32 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
     # The resolved config names every setting, defaults included, so a run directory's
     # config.yaml reproduces the run even if a default changes later.
     return {"name": name, **{key: getattr(instance, key) for key in options}}
+
+
+def _renamed_keys(cls: type, name: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with deprecated setting names (the class's `renamed_parameters`) replaced by the
+    current ones, each with a DeprecationWarning; both names at once is an error."""
+    renamed = getattr(cls, "renamed_parameters", {})
+    if not any(key in renamed for key in raw):
+        return raw
+    out = {}
+    for key, value in raw.items():
+        new = renamed.get(key)
+        if new is None:
+            out[key] = value
+            continue
+        if new in raw:
+            raise ConfigError(
+                f"algorithm.{key} and algorithm.{new} are one setting of {name} ({key} is its "
+                f"deprecated name); set only algorithm.{new}"
+            )
+        warnings.warn(
+            f"algorithm.{key} of {name} is deprecated; use algorithm.{new} (same meaning)",
+            DeprecationWarning,
+            stacklevel=4,  # _renamed_keys <- validate_algorithm <- config_from_dict <- caller
+        )
+        out[new] = value
+    return out
 
 
 RUN_SETTINGS = (

@@ -15,7 +15,7 @@ pytest.importorskip("ray", reason="Flower's simulation runtime needs flwr[simula
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 
-from cosmosfl.apps.flower.simulation import simulate_on_flower
+from cosmosfl.apps.flower.simulation_runtime import simulate_on_flower
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.rundir import read_records, read_summary
 from cosmosfl.experiment.runner import run_experiment
@@ -109,3 +109,13 @@ def test_clients_send_only_soft_labels_on_u_and_scalars(runs) -> None:  # type: 
                     assert isinstance(value, bool | int | float | str), type(value)
     # one prediction per client per round, and nothing else array-shaped
     assert arrays_seen == cfg.data.num_clients * cfg.rounds
+
+
+def test_the_old_module_name_still_imports_with_a_deprecation_warning() -> None:
+    import importlib
+    import sys
+
+    sys.modules.pop("cosmosfl.apps.flower.simulation", None)
+    with pytest.warns(DeprecationWarning, match="import cosmosfl.apps.flower.simulation_runtime"):
+        old = importlib.import_module("cosmosfl.apps.flower.simulation")
+    assert old.simulate_on_flower is simulate_on_flower
