@@ -62,7 +62,7 @@ class FedBABU(FedAvg):
                 "init_from": "",  # start from the client's copy of the global model
             }
             if self.finetune == "head":
-                config["freeze"] = "body"
+                config["freeze"] = "body"  # `freeze` names the part kept fixed: tune the head
             tuned = fed.send({cid: P.Message(P.TRAIN_LOCAL, config) for cid in holders})
         with fed.phase("evaluation"):
             replies = fed.send(
