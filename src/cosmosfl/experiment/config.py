@@ -20,8 +20,10 @@ import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
 from cosmosfl.core.constraints import check_parameters
+from cosmosfl.core.distill import CONSISTENCY_TARGETS
 from cosmosfl.data.sources import DATASET_NAMES
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.learners.torch import NEIGHBOUR_BN, PRECISIONS
 
 
 class ConfigError(ValueError):
@@ -425,19 +427,14 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
     need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
     need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
-    need(c.precision in ("fp32", "bf16"), "clients.precision", c.precision, "allowed: fp32, bf16")
-    need(
-        c.consistency_target in ("live", "detached"),
-        "clients.consistency_target",
-        c.consistency_target,
-        "allowed: live, detached",
-    )
-    need(
-        c.neighbour_bn in ("update", "frozen"),
-        "clients.neighbour_bn",
-        c.neighbour_bn,
-        "allowed: update, frozen",
-    )
+    # The learner's own lists of choices (it checks them too), so they are written once.
+    for name, allowed in (
+        ("precision", PRECISIONS),
+        ("consistency_target", CONSISTENCY_TARGETS),
+        ("neighbour_bn", NEIGHBOUR_BN),
+    ):
+        value = getattr(c, name)
+        need(value in allowed, f"clients.{name}", value, f"allowed: {', '.join(allowed)}")
     need(
         c.eval_batch_size >= 1,
         "clients.eval_batch_size",
