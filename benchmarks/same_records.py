@@ -28,8 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("cosmos", "comet", "fedmd", "local", "fedavg", "ditto")
 TIMING = frozenset({"seconds"})  # wall-clock fields of a record; everything else must match
-# Parameter-sharing algorithms need one torch architecture for every client (`-a` may name
-# any registered algorithm).
+# Parameter-sharing algorithms need one torch architecture for every client (the others of
+# them, e.g. `-a fedprox,fedbabu,pfedck,pfedhn,fedselect`, run the same way).
 HOMOGENEOUS = frozenset({"fedavg", "fedprox", "ditto", "fedbabu", "fedselect", "pfedck", "pfedhn"})
 
 RUN = "import sys; from cosmosfl.cli.main import main; sys.exit(main(sys.argv[1:]))"
