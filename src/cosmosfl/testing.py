@@ -201,8 +201,14 @@ def _shifted_targets(probs: np.ndarray) -> np.ndarray:
 
 
 def _kl(targets: np.ndarray, probs: np.ndarray) -> float:
-    p = np.clip(probs.astype(np.float64), 1e-12, None)
-    return float(np.mean(np.sum(targets * (np.log(targets) - np.log(p)), axis=1)))
+    """KL(targets ‖ probs), mean over rows: the distillation loss (core/distill.py), with the
+    predicted probabilities' logarithms as its logits."""
+    import torch
+
+    from cosmosfl.core.distill import kl_to_targets
+
+    log_p = torch.from_numpy(np.log(np.clip(probs.astype(np.float64), 1e-12, None)))
+    return float(kl_to_targets(log_p, torch.from_numpy(targets.astype(np.float64))))
 
 
 def _max_diff(a: np.ndarray, b: np.ndarray) -> float:

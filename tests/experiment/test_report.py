@@ -149,13 +149,6 @@ def test_no_dagger_when_an_interval_overlaps(tmp_path):
     assert " † |" not in (tmp_path / "table.md").read_text()
 
 
-def test_no_dagger_with_a_single_seed(tmp_path):
-    write_run(tmp_path, "cosmos", 1, [{"cluster_model": (0.9, 0.9)}], reported="cluster_model")
-    baseline_runs(tmp_path, "fedmd", {1: (0.1, 0.1)})
-    rows = accuracy_rows(load_runs(tmp_path))
-    assert rows[0].sem == 0.0 and not rows[0].dagger  # one seed: no interval to compare
-
-
 def test_top5_columns_only_with_at_least_20_classes(tmp_path):
     for seed, (a, b) in {1: (0.5, 0.7), 2: (0.7, 0.9)}.items():
         write_run(

@@ -8,6 +8,7 @@ splits). Any engine that implements `Federation` can run any algorithm.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -17,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Constraint, check_instance
 from cosmosfl.core.tasks import Evaluate, Request, TrainLocal
 from cosmosfl.learners.base import Learner
 
@@ -144,7 +146,12 @@ class Algorithm(ABC):
     """A federated procedure. Subclasses are dataclasses whose fields are their hyperparameters."""
 
     name: ClassVar[str]
-    # The evaluation point reported as "the" accuracy of this algorithm (last round).
+    # How reports and plots name it ("COSMOS", "FedAvg"); defaults to `name`.
+    display_name: ClassVar[str]
+    # The evaluation point reported as "the" accuracy of this algorithm (last round); written
+    # into every round record as "primary_model" and into summary.json as "reported_model".
+    reported_model: ClassVar[str] = "client_model"
+    # Deprecated name of `reported_model`, kept equal to it for code that still reads it.
     primary_model: ClassVar[str] = "client_model"
     # Model-agnostic algorithms must never send model parameters (audited in tests).
     model_agnostic: ClassVar[bool] = True
@@ -152,10 +159,56 @@ class Algorithm(ABC):
     # so the algorithm imports no client code and no torch), or None for the model-agnostic
     # tasks. Engines give these handlers to the clients before each round.
     client_handlers: ClassVar[Any] = None
+    # What values each hyperparameter allows (core/constraints.py), merged with the bases';
+    # checked when the algorithm is built and by the config layer before it builds one.
+    parameter_constraints: ClassVar[Mapping[str, Constraint]] = {}
+    # Deprecated names of settings, {old: new}: the config layer maps an old key to the new one
+    # with a DeprecationWarning; the class takes the old name as an `InitVar` (None by
+    # default), hands it to `take_renamed` in `__post_init__`, and reads it back through
+    # `renamed_setting` (see Ditto's `lam`, now `prox_weight`).
+    renamed_parameters: ClassVar[Mapping[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if "primary_model" in own and "reported_model" not in own:
+            warnings.warn(
+                f"{cls.__name__}.primary_model is deprecated; name the reported evaluation "
+                "point `reported_model` instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.reported_model = own["primary_model"]
+        cls.primary_model = cls.reported_model
+        if "display_name" not in own and "name" in own:
+            cls.display_name = cls.name
+
+    def __post_init__(self) -> None:
+        """Check the hyperparameters against `parameter_constraints`; subclasses with checks
+        that involve several settings call this first."""
+        check_instance(self)
+
+    def take_renamed(self, old: str, value: Any) -> None:
+        """Set the setting now called `renamed_parameters[old]` from its deprecated name."""
+        if value is None:
+            return
+        new = self.renamed_parameters[old]
+        warnings.warn(
+            f"{type(self).__name__}({old}=...) is deprecated; use {new}= (same meaning)",
+            DeprecationWarning,
+            stacklevel=4,  # take_renamed <- __post_init__ <- __init__ <- the caller
+        )
+        setattr(self, new, value)
 
     @abstractmethod
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         """Run round `round_num` (1-based) and report its metrics."""
+
+    def epochs_for(self, first_training: bool) -> int:
+        """The local-training schedule: E0 (`pretrain_epochs`) for a client's first local
+        training, E (`local_epochs`) after. Algorithms that train every client from round 1 on
+        pass `round_num == 1`."""
+        return int(getattr(self, "pretrain_epochs" if first_training else "local_epochs"))
 
     def hyperparameters(self) -> dict[str, Any]:
         """The settings this algorithm was created with (not its server state)."""
@@ -188,6 +241,21 @@ def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:
     return {cid: dict(r.metrics) for cid, r in replies.items()}
 
 
+def renamed_setting(old: str, new: str) -> property:
+    """A read-only attribute under a setting's deprecated name (set it on the class after
+    `@dataclass`, which would take a property in the class body for the InitVar's default)."""
+
+    def read(self: Any) -> Any:
+        warnings.warn(
+            f"{type(self).__name__}.{old} is deprecated; use {new} (same meaning)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, new)
+
+    return property(read, doc=f"Deprecated name of `{new}`.")
+
+
 ServerLearnerFactory = Callable[[tuple[int, ...], int, int], Learner]
 """Builds a server-side learner from (input shape of one sample, num_classes, seed)."""
 
@@ -199,10 +267,10 @@ def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int
 
 
 def train_local_with_pretraining(
-    fed: Federation, pretrained: set[int], pretrain_epochs: int, local_epochs: int
+    fed: Federation, pretrained: set[int], epochs_for: Callable[[bool], int]
 ) -> Any:
-    """TRAIN_LOCAL for every client: `pretrain_epochs` (E0) for a client that has not yet
-    finished local training, `local_epochs` for the others.
+    """TRAIN_LOCAL for every client: `epochs_for(True)` epochs (E0, `Algorithm.epochs_for`) for
+    a client that has not yet finished local training, `epochs_for(False)` for the others.
 
     In round 1 that is everyone; afterwards it is a client that was offline (or failed) in
     round 1 and answers for the first time: it gets the pre-training it missed instead of
@@ -211,10 +279,7 @@ def train_local_with_pretraining(
     replies at once; an engine that defers metric-only replies (Flower) returns them later,
     and the caller adds the clients that answered the next task instead (`deferred(replies)`).
     """
-    messages = {
-        cid: TrainLocal(local_epochs if cid in pretrained else pretrain_epochs)
-        for cid in fed.client_ids
-    }
+    messages = {cid: TrainLocal(epochs_for(cid not in pretrained)) for cid in fed.client_ids}
     replies = fed.send(messages)
     if isinstance(replies, dict):
         pretrained.update(replies)

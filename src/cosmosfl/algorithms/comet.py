@@ -35,29 +35,19 @@ from cosmosfl.algorithms.base import (
     iter_clusters,
     train_local_with_pretraining,
 )
-from cosmosfl.algorithms.fedmd import check_common
+from cosmosfl.algorithms.hyperparameters import CLUSTER_COUNT, CONSISTENCY_WEIGHT, EPOCHS, TEACHER
+from cosmosfl.core import kmeans
 from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.core.tasks import Distill, PredictPublic
 
 
 def kmeans_clusters(probs: Mapping[int, np.ndarray], k: int, seed: int) -> dict[int, int]:
-    """k-means on clients' flattened soft-label matrices f_i(U): {client id: cluster}.
-
-    Clusters are numbered in order of their smallest member id, so the numbering is stable
-    under k-means' arbitrary label order. Needs 1 <= k <= len(probs).
-    """
-    from sklearn.cluster import KMeans  # imported here: the CLI starts without scikit-learn
-
-    ids = sorted(probs)
-    if not 1 <= k <= len(ids):
-        raise ValueError(f"k must lie in [1, {len(ids)}] (the number of clients), got {k}")
-    x = np.stack([np.asarray(probs[c], dtype=np.float64).ravel() for c in ids])
-    labels = KMeans(n_clusters=k, n_init=10, random_state=seed % 2**32).fit_predict(x)
-    order: dict[int, int] = {}
-    for label in labels:  # ids are sorted, so first appearance = smallest member id
-        order.setdefault(int(label), len(order))
-    return {cid: order[int(label)] for cid, label in zip(ids, labels, strict=True)}
+    """k-means on clients' flattened soft-label matrices f_i(U) (float64): {client id: cluster},
+    numbered by smallest member id (core/kmeans.py). Needs 1 <= k <= len(probs)."""
+    return kmeans.kmeans_clusters(
+        {c: np.asarray(p, dtype=np.float64) for c, p in probs.items()}, k, seed
+    )
 
 
 @dataclass
@@ -65,7 +55,16 @@ class Comet(Algorithm):
     """COMET: local training → soft labels → k-means clusters → distill the cluster teacher."""
 
     name: ClassVar[str] = "comet"
-    primary_model: ClassVar[str] = "client_model"
+    display_name: ClassVar[str] = "COMET"
+    reported_model: ClassVar[str] = "client_model"
+    parameter_constraints: ClassVar = {
+        "num_clusters": CLUSTER_COUNT,
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+        "distill_epochs": EPOCHS,
+        **TEACHER,
+        "lam": CONSISTENCY_WEIGHT,
+    }
 
     num_clusters: int = 5  # K
     pretrain_epochs: int = 5
@@ -81,12 +80,6 @@ class Comet(Algorithm):
     # Clients that have finished local training once (they get E0 epochs until they have).
     pretrained: set[int] = field(default_factory=set, init=False)
 
-    def __post_init__(self) -> None:
-        k = self.num_clusters
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"num_clusters must be an integer >= 1, got {k!r}")
-        check_common(self, ("pretrain_epochs", "local_epochs", "distill_epochs"))
-
     def get_state(self) -> dict[str, Any]:
         return {"assignment": dict(self.assignment), "pretrained": sorted(self.pretrained)}
 
@@ -97,9 +90,7 @@ class Comet(Algorithm):
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
         with fed.phase("local_training"):
-            trained = train_local_with_pretraining(
-                fed, self.pretrained, self.pretrain_epochs, self.local_epochs
-            )
+            trained = train_local_with_pretraining(fed, self.pretrained, self.epochs_for)
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic()))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}

@@ -32,20 +32,20 @@ from cosmosfl.algorithms.base import (
     reply_metrics,
     train_local_with_pretraining,
 )
+from cosmosfl.algorithms.cosmos_membership import ClusterMembership
+from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER
 from cosmosfl.algorithms.selection import select_on_validation
-from cosmosfl.core import codecs, l1_kernel, linkage
+from cosmosfl.core import codecs, l1_kernel
 from cosmosfl.core import protocol as P
-from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
-from cosmosfl.core.cluster_choice import CLUSTERINGS, choose_clusters
+from cosmosfl.core.aggregation import aggregate, apply_temperature
+from cosmosfl.core.cluster_choice import CLUSTERINGS
 from cosmosfl.core.clustering import (
     DISTANCE_BACKENDS,
     DISTANCES,
     THRESHOLD_RULES,
     THRESHOLD_SEARCHES,
-    assignment_from_clusters,
-    greedy_clustering,
-    pairwise_distances,
 )
+from cosmosfl.core.constraints import Interval, Options
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.learners.base import Learner
 from cosmosfl.models.init import HEAD_INITS
@@ -56,11 +56,38 @@ CLIENT_TARGETS = ("cluster_model", "teacher")
 
 
 @dataclass
-class Cosmos(Algorithm):
-    """COSMOS with the paper's defaults (PAPER_NOTES.md), except the server model size."""
+class Cosmos(ClusterMembership, Algorithm):
+    """COSMOS with the paper's defaults (PAPER_NOTES.md), except the server model size.
+
+    The round is here; who belongs to which cluster (round-1 clustering, late joiners) is
+    `ClusterMembership`'s (cosmos_membership.py).
+    """
 
     name: ClassVar[str] = "cosmos"
-    primary_model: ClassVar[str] = "cluster_model"
+    display_name: ClassVar[str] = "COSMOS"
+    reported_model: ClassVar[str] = "cluster_model"
+    parameter_constraints: ClassVar = {
+        "threshold": Interval(float, 0, none="chosen by threshold_rule", symbol="B0"),
+        "target_clusters": Interval(int, 1, none="B0 given or chosen by threshold_rule"),
+        "threshold_rule": Options(THRESHOLD_RULES),
+        "clustering": Options(CLUSTERINGS),
+        "distance": Options(DISTANCES),
+        **TEACHER,
+        "lam": CONSISTENCY_WEIGHT,
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+        "server_epochs": EPOCHS,
+        "distill_epochs": EPOCHS,
+        "client_weights": Options(P.CLIENT_WEIGHTS),
+        "server_width": Interval(float, 0, closed="neither"),
+        "server_batch_size": Interval(int, 1),
+        "server_lr": Interval(float, 0, closed="neither"),
+        "server_head_init": Options(HEAD_INITS),
+        "distance_sample": Interval(int, 1, none="exact, all of U"),
+        "distance_backend": Options(DISTANCE_BACKENDS),
+        "threshold_search": Options(THRESHOLD_SEARCHES),
+        "client_targets": Options(CLIENT_TARGETS),
+    }
 
     threshold: float | None = None  # B0 of Algorithm 1; K is then an output
     # Instead of B0: the smallest B0 giving at most this many clusters. With neither set,
@@ -134,13 +161,12 @@ class Cosmos(Algorithm):
     _pending_models: dict[int, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # parameter_constraints
         if self.threshold is not None and self.target_clusters is not None:
             raise ValueError(
                 "COSMOS takes exactly one of threshold (B0) and target_clusters; "
                 f"got threshold={self.threshold}, target_clusters={self.target_clusters}"
             )
-        _choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
-        _choice("clustering", self.clustering, CLUSTERINGS)
         if self.threshold_rule != "target" and (
             self.threshold is not None or self.target_clusters is not None
         ):
@@ -154,53 +180,24 @@ class Cosmos(Algorithm):
             and self.threshold_rule == "target"
         ):
             self.target_clusters = 5
-        _choice("server_head_init", self.server_head_init, HEAD_INITS)
-        _choice("client_targets", self.client_targets, CLIENT_TARGETS)
         if self.server_learner is None and self.server_model not in model_names():
             raise ValueError(
                 f"server_model {self.server_model!r} is not a registered model; "
                 f"allowed: {', '.join(model_names())}"
             )
-        if self.server_width <= 0 or self.server_lr <= 0 or self.server_batch_size < 1:
-            raise ValueError(
-                "server_width and server_lr must be > 0 and server_batch_size >= 1; got "
-                f"{self.server_width}, {self.server_lr}, {self.server_batch_size}"
-            )
-        if self.threshold is not None and not self.threshold >= 0:
-            raise ValueError(f"threshold must be >= 0, got {self.threshold}")
-        if self.target_clusters is not None and self.target_clusters < 1:
-            raise ValueError(f"target_clusters must be >= 1, got {self.target_clusters}")
-        _choice("distance", self.distance, DISTANCES)
-        _choice("aggregation", self.aggregation, AGGREGATIONS)
-        _choice("client_weights", self.client_weights, P.CLIENT_WEIGHTS)
-        _choice("threshold_search", self.threshold_search, THRESHOLD_SEARCHES)
-        _choice("distance_backend", self.distance_backend, DISTANCE_BACKENDS)
         if self.distance_backend == "numba" and not l1_kernel.available():
             raise ValueError(
                 "distance_backend 'numba' needs numba: pip install 'cosmosfl[fast]' "
                 "(or distance_backend: auto, which falls back to torch)"
             )
         codecs.check_codec(self.codec)
-        if self.distance_sample is not None and self.distance_sample < 1:
-            raise ValueError(
-                f"distance_sample must be >= 1 or None (exact), got {self.distance_sample}"
-            )
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0 = hard labels), got {self.temperature}")
-        if self.lam < 0:
-            raise ValueError(f"lam (λ) must be >= 0, got {self.lam}")
-        for name in ("pretrain_epochs", "local_epochs", "server_epochs", "distill_epochs"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
     # -- the round ---------------------------------------------------------------------------
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
         self._restore_models(fed)
         with fed.phase("local_training"):
-            trained = train_local_with_pretraining(
-                fed, self.pretrained, self.pretrain_epochs, self.local_epochs
-            )
+            trained = train_local_with_pretraining(fed, self.pretrained, self.epochs_for)
         with fed.phase("prediction"):
             ask = {"codec": self.codec} if self.codec != "float32" else {}
             replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC, ask) for cid in fed.client_ids})
@@ -213,20 +210,8 @@ class Cosmos(Algorithm):
         if not probs:
             raise RuntimeError(f"round {round_num}: no client returned pseudo-labels")
 
-        with fed.phase("clustering"):
-            seen = {**self._last_probs, **probs}
-            if round_num == 1 or self.recluster or not self.assignment:
-                self._cluster(probs, fed)
-            elif set(probs) - set(self.assignment) and self._uninformative():
-                # Round 1 had no more answers than target_clusters: every client is a
-                # singleton and B0 says nothing yet, so cluster everyone seen so far.
-                self._cluster(seen, fed)
-            else:
-                self._place_newcomers(probs, fed)
-            if self.recluster or set(self.assignment) >= set(fed.client_ids):
-                self._last_probs = {}  # every client placed: the clustering is final
-            else:
-                self._last_probs = seen
+        with fed.phase("clustering"):  # π: round 1 (or every round), else late joiners
+            self._update_membership(probs, fed, round_num)
 
         with fed.phase("server_distillation"):
             teachers, server_losses = self._train_cluster_models(fed, probs)
@@ -316,130 +301,6 @@ class Cosmos(Algorithm):
             self.cluster_models[k].set_state(model_state)
         self._pending_models = None
 
-    # -- steps -------------------------------------------------------------------------------
-    def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
-        ids = sorted(probs)
-        d = self._distances([probs[c] for c in ids], fed)
-        # How close a newcomer must be to join: Algorithm 1's B0 when the user fixed it; with a
-        # searched B0 (the smallest for K, right at a within-group distance) the end of the
-        # interval of thresholds giving these clusters. Only needed while some client is
-        # missing from the clustering.
-        missing = (
-            self.threshold is None and not self.recluster and not set(ids) >= set(fed.client_ids)
-        )
-        chosen = choose_clusters(
-            d,
-            self.clustering,
-            self.threshold_rule,
-            threshold=self.threshold,
-            target=self.target_clusters,
-            search=self.threshold_search,
-            need_join=missing,
-        )
-        clusters, b0 = chosen.clusters, chosen.threshold
-        pi = assignment_from_clusters(clusters, len(ids))
-        old_assignment, old_models = self.assignment, self.cluster_models
-        self.assignment = {cid: int(pi[i]) for i, cid in enumerate(ids)}
-        self.threshold_used = b0
-        self.join_threshold = chosen.join if chosen.join is not None else b0
-        self.cluster_models = {}
-        for k, members in iter_clusters(self.assignment):
-            self.cluster_models[k] = self._new_server_model(fed, k)
-            # Re-clustering: a new cluster inherits the model most of its members came from.
-            previous = [old_assignment[c] for c in members if c in old_assignment]
-            if previous:
-                source = max(sorted(set(previous)), key=previous.count)
-                self.cluster_models[k].set_state(
-                    _inherit(old_models[source].get_state(), self.cluster_models[k].get_state())
-                )
-        fed.log(
-            f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.clustering}, "
-            f"{self.distance} distance)"
-        )
-
-    def _distances(self, labels: list[np.ndarray], fed: Federation) -> np.ndarray:
-        """The clustering's distances between these pseudo-label matrices (same settings and
-        row sample for the round-1 clustering and for placing newcomers)."""
-        return pairwise_distances(
-            labels,
-            self.distance,
-            sample=self.distance_sample,
-            seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
-            backend=self.distance_backend,
-        )
-
-    def _uninformative(self) -> bool:
-        """A searched clustering in which every client is alone (B0 = 0 or K = 1 client)."""
-        return self.threshold is None and len(self.cluster_models) >= len(self.assignment)
-
-    def _place_newcomers(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
-        """Clients answering for the first time (they missed the clustering) join by Algorithm
-        1's own criterion: the cluster of their nearest clustered client if that client is
-        B0-close (labels of this round, or the last ones it sent); newcomers close to nobody
-        are clustered among themselves with the same B0 into new clusters. With average
-        linkage, "close" is the mean distance to a cluster's members. Existing clusters and
-        their models are left alone."""
-        newcomers = sorted(c for c in probs if c not in self.assignment)
-        if not newcomers:
-            return
-        b0 = float(self.threshold_used)  # type: ignore[arg-type]
-        join = self.join_threshold if self.join_threshold is not None else b0
-        latest = {**self._last_probs, **probs}
-        known = sorted(c for c in self.assignment if c in latest)
-        ids = known + newcomers
-        d = self._distances([latest[c] for c in ids], fed)
-        lonely = []
-        if self.clustering == "average-linkage":
-            # Average linkage's own criterion: the mean distance to a cluster's members.
-            lonely = self._join_by_mean(d, known, newcomers, b0, join)
-        else:
-            for i, cid in enumerate(newcomers, start=len(known)):
-                j = int(np.argmin(d[i, : len(known)])) if known else -1
-                if j >= 0 and (d[i, j] <= b0 or d[i, j] < join):
-                    self.assignment[cid] = self.assignment[known[j]]
-                else:
-                    lonely.append(i)
-        if lonely and self.clustering == "average-linkage":
-            sub = d[np.ix_(lonely, lonely)]
-            groups = linkage.cut_at(linkage.average_linkage(sub), len(lonely), b0)
-            self._new_clusters(fed, [[ids[lonely[m]] for m in g] for g in groups])
-        elif lonely:
-            sub = d[np.ix_(lonely, lonely)]
-            # The same closeness as for joining: d <= B0 or d < join.
-            below = sub[sub < join]
-            thr = max(b0, float(below.max())) if below.size else b0
-            groups = greedy_clustering(sub, thr)
-            self._new_clusters(fed, [[ids[lonely[m]] for m in g] for g in groups])
-        fed.log(
-            f"clustering: {len(newcomers)} newcomer(s) placed, {len(lonely)} in new clusters "
-            f"(K={len(self.cluster_models)})"
-        )
-
-    def _join_by_mean(
-        self, d: np.ndarray, known: list[int], newcomers: list[int], b0: float, join: float
-    ) -> list[int]:
-        """Place newcomers (rows after `known` in d) in the cluster of smallest mean distance if
-        it is within the cut; returns the rows of those placed nowhere."""
-        lonely = []
-        members: dict[int, list[int]] = {}
-        for j, cid in enumerate(known):
-            members.setdefault(self.assignment[cid], []).append(j)
-        for i, cid in enumerate(newcomers, start=len(known)):
-            means = {k: float(d[i, rows].mean()) for k, rows in sorted(members.items())}
-            k = min(means, key=means.__getitem__) if means else None
-            if k is not None and (means[k] <= b0 or means[k] < join):
-                self.assignment[cid] = k
-            else:
-                lonely.append(i)
-        return lonely
-
-    def _new_clusters(self, fed: Federation, groups: list[list[int]]) -> None:
-        next_k = max(self.cluster_models, default=-1) + 1
-        for n, group in enumerate(groups):
-            for cid in group:
-                self.assignment[cid] = next_k + n
-            self.cluster_models[next_k + n] = self._new_server_model(fed, next_k + n)
-
     def _new_server_model(self, fed: Federation, k: int) -> Learner:
         factory = self.server_learner
         if factory is None:
@@ -476,16 +337,3 @@ class Cosmos(Algorithm):
             losses[k] = {name: float(v) for name, v in stats.items()}
             teachers[k] = teacher
         return teachers, losses
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} {value!r} is not supported; allowed: {', '.join(allowed)}")
-
-
-def _inherit(source: object, own: object) -> object:
-    """The source model's weights with the new model's own RNG state (TorchLearner states),
-    so that clusters inheriting one model do not shuffle and augment in lockstep."""
-    if isinstance(source, dict) and isinstance(own, dict) and "generator" in own:
-        return {**source, "generator": own["generator"]}
-    return source

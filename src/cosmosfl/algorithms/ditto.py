@@ -12,9 +12,11 @@ model slot "global"; the proximal term is computed on the client (`prox_mu` = λ
 the global model (tested).
 
 Hyperparameters (source):
-- `lam` = 1.0: λ; the paper lets each device pick λ on validation data from {0.1, 1, 2} (no
-  attacks) or {0.05, 0.1, 0.2} (strong attacks); we fix 1.0, the middle of the first grid
-  (no per-client validation split exists here).
+- `prox_weight` = 1.0: the paper's λ, the weight of the proximal term (called `lam` before
+  0.3, a name that elsewhere in cosmosfl means the weight of COSMOS's r_B; `lam` is still
+  accepted, deprecated); the paper lets each device pick λ on validation data from
+  {0.1, 1, 2} (no attacks) or {0.05, 0.1, 0.2} (strong attacks); we fix 1.0, the middle of the
+  first grid (no per-client validation split exists here).
 - `pretrain_epochs` = 5, `local_epochs` = 5: local epochs of both models in round 1 / later
   rounds (our conventions, as FedAvg); the paper's s local personal steps are expressed as
   epochs.
@@ -25,19 +27,20 @@ initial weights in round 1. The personal model never leaves the client.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
-from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.params import (
-    GlobalModel,
-    check_epochs,
-    check_nonnegative,
-    fetch_weights,
-    push_weights,
-    weighted_mean,
+from cosmosfl.algorithms.base import (
+    Algorithm,
+    Federation,
+    RoundRecord,
+    evaluate_clients,
+    renamed_setting,
 )
+from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.params import GlobalModel, fetch_weights, push_weights, weighted_mean
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Interval
 from cosmosfl.core.tasks import OWN_MODEL, Request, always_sent
 
 GLOBAL_SLOT = "global"
@@ -60,18 +63,26 @@ class Ditto(Algorithm):
     """FedAvg on a global model + personal models regularised towards it."""
 
     name: ClassVar[str] = "ditto"
-    primary_model: ClassVar[str] = "personal_model"
+    display_name: ClassVar[str] = "Ditto"
+    reported_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
     client_handlers: ClassVar[str] = "cosmosfl.handlers.ditto:HANDLERS"
+    parameter_constraints: ClassVar = {
+        "prox_weight": Interval(float, 0, symbol="λ"),
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+    }
+    renamed_parameters: ClassVar = {"lam": "prox_weight"}
 
-    lam: float = 1.0
+    prox_weight: float = 1.0  # λ of λ/2·||v_i − w^t||²
     pretrain_epochs: int = 5
     local_epochs: int = 5
+    lam: InitVar[float | None] = None  # deprecated name of prox_weight
     _global: GlobalModel = field(default_factory=GlobalModel, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        check_epochs(self, ("pretrain_epochs", "local_epochs"))
-        check_nonnegative(self, ("lam",))
+    def __post_init__(self, lam: float | None) -> None:
+        self.take_renamed("lam", lam)
+        super().__post_init__()
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
@@ -82,10 +93,10 @@ class Ditto(Algorithm):
         assert g.weights is not None
         with fed.phase("broadcast"):  # w^t into every client's "global" slot
             ready = sorted(push_weights(fed, dict.fromkeys(fed.client_ids, g.weights), GLOBAL_SLOT))
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         with fed.phase("personal_training"):  # v_i ← argmin F_i(v) + λ/2·||v − w^t||²
-            personal = DittoTrain(epochs, prox_mu=float(self.lam), prox_to=GLOBAL_SLOT)
-            if self.lam == 0:  # no proximal term: plain local training of v_i
+            personal = DittoTrain(epochs, prox_mu=float(self.prox_weight), prox_to=GLOBAL_SLOT)
+            if self.prox_weight == 0:  # no proximal term: plain local training of v_i
                 personal = DittoTrain(epochs)
             fed.send(dict.fromkeys(ready, personal))
         with fed.phase("local_training"):  # the client's FedAvg update of w^t
@@ -106,3 +117,6 @@ class Ditto(Algorithm):
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._global.set_state(state["global"])
+
+
+Ditto.lam = renamed_setting("lam", "prox_weight")  # type: ignore[assignment]

@@ -28,13 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.params import (
-    GlobalModel,
-    check_epochs,
-    fetch_weights,
-    push_weights,
-    weighted_mean,
-)
+from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.params import GlobalModel, fetch_weights, push_weights, weighted_mean
 from cosmosfl.core.tasks import Request, TrainLocal
 
 
@@ -43,16 +38,15 @@ class FedAvg(Algorithm):
     """Weighted averaging of locally trained copies of one global model."""
 
     name: ClassVar[str] = "fedavg"
-    primary_model: ClassVar[str] = "global_model"
+    display_name: ClassVar[str] = "FedAvg"
+    reported_model: ClassVar[str] = "global_model"
     model_agnostic: ClassVar[bool] = False
     client_handlers: ClassVar[str] = "cosmosfl.handlers.params:HANDLERS"
+    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
 
     pretrain_epochs: int = 5
     local_epochs: int = 5
     _global: GlobalModel = field(default_factory=GlobalModel, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_epochs(self, ("pretrain_epochs", "local_epochs"))
 
     def train_request(self, epochs: int) -> Request:
         """The train_local request of one round (FedProx adds its proximal term)."""
@@ -70,7 +64,7 @@ class FedAvg(Algorithm):
                 g.stale -= push_weights(fed, dict.fromkeys(sorted(g.stale), g.weights))
         # A client that still lacks the current model would train a stale one: it sits out.
         ready = [cid for cid in fed.client_ids if cid not in g.stale]
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         with fed.phase("local_training"):
             trained = fed.send(dict.fromkeys(ready, self.train_request(epochs)))
         with fed.phase("upload"):

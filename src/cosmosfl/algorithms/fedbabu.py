@@ -29,8 +29,9 @@ from typing import ClassVar
 
 from cosmosfl.algorithms.base import Federation, RoundRecord, evaluate_clients
 from cosmosfl.algorithms.fedavg import FedAvg
-from cosmosfl.algorithms.params import check_epochs
+from cosmosfl.algorithms.hyperparameters import EPOCHS
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Options
 from cosmosfl.core.tasks import OWN_MODEL, Evaluate, Request, always_sent
 
 PERSONAL_SLOT = "personal"
@@ -55,17 +56,13 @@ class FedBABU(FedAvg):
     """FedAvg on the body with a frozen random head; head fine-tuning before evaluation."""
 
     name: ClassVar[str] = "fedbabu"
-    primary_model: ClassVar[str] = "personal_model"
+    display_name: ClassVar[str] = "FedBABU"
+    reported_model: ClassVar[str] = "personal_model"
     client_handlers: ClassVar[str] = "cosmosfl.handlers.fedbabu:HANDLERS"
+    parameter_constraints: ClassVar = {"finetune_epochs": EPOCHS, "finetune": Options(FINETUNE)}
 
     finetune_epochs: int = 5
     finetune: str = "head"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_epochs(self, ("finetune_epochs",))
-        if self.finetune not in FINETUNE:
-            raise ValueError(f"finetune {self.finetune!r}; allowed: {', '.join(FINETUNE)}")
 
     def train_request(self, epochs: int) -> Request:
         return BabuTrain(epochs, freeze="head")
@@ -78,6 +75,7 @@ class FedBABU(FedAvg):
                 self.finetune_epochs,
                 slot=PERSONAL_SLOT,
                 init_from=OWN_MODEL,  # start from the client's copy of the global model
+                # `freeze` names the part kept fixed: "body" tunes the head
                 freeze="body" if self.finetune == "head" else "",
             )
             tuned = fed.send(dict.fromkeys(holders, finetune))

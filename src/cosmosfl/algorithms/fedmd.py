@@ -25,7 +25,8 @@ from typing import ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.core.aggregation import AGGREGATIONS, aggregate, apply_temperature
+from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER
+from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.tasks import Distill, PredictPublic, TrainLocal
 
 
@@ -34,7 +35,15 @@ class FedMD(Algorithm):
     """FedMD: communicate → aggregate (one consensus) → digest → revisit, every round."""
 
     name: ClassVar[str] = "fedmd"
-    primary_model: ClassVar[str] = "client_model"
+    display_name: ClassVar[str] = "FedMD"
+    reported_model: ClassVar[str] = "client_model"
+    parameter_constraints: ClassVar = {
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+        "distill_epochs": EPOCHS,
+        **TEACHER,
+        "lam": CONSISTENCY_WEIGHT,
+    }
 
     pretrain_epochs: int = 5
     local_epochs: int = 5  # revisit
@@ -43,9 +52,6 @@ class FedMD(Algorithm):
     trim_fraction: float = 0.2
     temperature: float = 1.0
     lam: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_common(self, ("pretrain_epochs", "local_epochs", "distill_epochs"))
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
@@ -70,23 +76,3 @@ class FedMD(Algorithm):
         with fed.phase("evaluation"):  # the model FedMD deploys: after the revisit
             record.add_metrics("client_model", evaluate_clients(fed))
         return record
-
-
-def check_common(algo: Algorithm, epoch_fields: tuple[str, ...]) -> None:
-    """Range checks shared by the model-agnostic baselines (for the fields they have)."""
-    h = algo.hyperparameters()
-    for name in epoch_fields:
-        if isinstance(h[name], bool) or not isinstance(h[name], int) or h[name] < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {h[name]!r}")
-    if "aggregation" in h and h["aggregation"] not in AGGREGATIONS:
-        raise ValueError(
-            f"aggregation {h['aggregation']!r} is not supported; allowed: {', '.join(AGGREGATIONS)}"
-        )
-    if "trim_fraction" in h and not 0 <= h["trim_fraction"] < 0.5:
-        raise ValueError(f"trim_fraction must lie in [0, 0.5), got {h['trim_fraction']}")
-    if "temperature" in h and not (np.isfinite(h["temperature"]) and h["temperature"] >= 0):
-        raise ValueError(
-            f"temperature must be a finite number >= 0 (0 = hard labels), got {h['temperature']}"
-        )
-    if "lam" in h and not (np.isfinite(h["lam"]) and h["lam"] >= 0):
-        raise ValueError(f"lam (λ) must be a finite number >= 0, got {h['lam']}")

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cosmosfl.algorithms.fedavg import FedAvg
-from cosmosfl.algorithms.params import check_nonnegative
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Interval
 from cosmosfl.core.tasks import Request, always_sent
 
 
@@ -38,13 +38,11 @@ class FedProx(FedAvg):
     """FedAvg with a proximal term μ/2·||w − w^t||² in every client's local objective."""
 
     name: ClassVar[str] = "fedprox"
+    display_name: ClassVar[str] = "FedProx"
     client_handlers: ClassVar[str] = "cosmosfl.handlers.fedprox:HANDLERS"
+    parameter_constraints: ClassVar = {"mu": Interval(float, 0, symbol="μ")}
 
     mu: float = 0.01
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_nonnegative(self, ("mu",))
 
     def train_request(self, epochs: int) -> Request:
         return ProxTrain(epochs, float(self.mu))

@@ -37,13 +37,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.params import (
-    GlobalModel,
-    Weights,
-    check_epochs,
-    fetch_weights,
-    push_weights,
-)
+from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.params import GlobalModel, Weights, fetch_weights, push_weights
+from cosmosfl.core.constraints import Interval
 from cosmosfl.core.tasks import TrainLocal
 
 
@@ -85,9 +81,17 @@ class FedSelect(Algorithm):
     """Per-client personal masks grown by update magnitude; FedAvg on the shared entries."""
 
     name: ClassVar[str] = "fedselect"
-    primary_model: ClassVar[str] = "personal_model"
+    display_name: ClassVar[str] = "FedSelect"
+    reported_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
     client_handlers: ClassVar[str] = "cosmosfl.handlers.params:HANDLERS"
+    parameter_constraints: ClassVar = {
+        "select_rate": Interval(float, 0, 1, closed="right", symbol="p"),
+        "max_personal": Interval(float, 0, 1, symbol="α"),
+        "select_every": Interval(int, 1),
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+    }
 
     select_rate: float = 0.25
     max_personal: float = 0.8
@@ -98,15 +102,6 @@ class FedSelect(Algorithm):
     _masks: dict[int, dict[str, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
     _personal: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)
     _sent: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_epochs(self, ("pretrain_epochs", "local_epochs"))
-        if not 0 < self.select_rate <= 1:
-            raise ValueError(f"select_rate (p) must lie in (0, 1], got {self.select_rate}")
-        if not 0 <= self.max_personal <= 1:
-            raise ValueError(f"max_personal (α) must lie in [0, 1], got {self.max_personal}")
-        if isinstance(self.select_every, bool) or self.select_every < 1:
-            raise ValueError(f"select_every must be an integer >= 1, got {self.select_every}")
 
     def _model_for(self, cid: int) -> Weights:
         """Client cid's model: its personal entries, the global value elsewhere."""
@@ -137,7 +132,7 @@ class FedSelect(Algorithm):
                 self._sent.update({c: models[c] for c in received})
                 g.stale -= received
         ready = [cid for cid in fed.client_ids if cid not in g.stale]
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         with fed.phase("local_training"):
             trained = fed.send(dict.fromkeys(ready, TrainLocal(epochs)))
         with fed.phase("upload"):

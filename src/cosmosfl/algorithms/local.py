@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
+from cosmosfl.algorithms.hyperparameters import EPOCHS
 from cosmosfl.core.tasks import TrainLocal
 
 
@@ -14,19 +15,15 @@ class Local(Algorithm):
     """No communication beyond evaluation; same local epochs as COSMOS (E0 in round 1, then E)."""
 
     name: ClassVar[str] = "local"
-    primary_model: ClassVar[str] = "client_model"
+    reported_model: ClassVar[str] = "client_model"
+    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
 
     pretrain_epochs: int = 5
     local_epochs: int = 5
 
-    def __post_init__(self) -> None:
-        for name in ("pretrain_epochs", "local_epochs"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         with fed.phase("local_training"):
             fed.send(dict.fromkeys(fed.client_ids, TrainLocal(epochs)))
         with fed.phase("evaluation"):

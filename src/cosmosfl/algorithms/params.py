@@ -120,17 +120,3 @@ class GlobalModel:
         w = state.get("weights")
         self.weights = None if w is None else {k: np.asarray(v, np.float32) for k, v in w.items()}
         self.stale = {int(c) for c in state.get("stale", [])}
-
-
-def check_epochs(algo: Any, names: Iterable[str]) -> None:
-    for name in names:
-        value = getattr(algo, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-
-
-def check_nonnegative(algo: Any, names: Iterable[str]) -> None:
-    for name in names:
-        value = getattr(algo, name)
-        if isinstance(value, bool) or not np.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")

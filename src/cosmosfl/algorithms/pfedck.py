@@ -47,16 +47,17 @@ from cosmosfl.algorithms.base import (
     evaluate_clients,
     iter_clusters,
 )
+from cosmosfl.algorithms.hyperparameters import CLUSTER_COUNT, EPOCHS
 from cosmosfl.algorithms.params import (
     Weights,
-    check_epochs,
-    check_nonnegative,
     check_same_architecture,
     fetch_weights,
     push_weights,
     weighted_mean,
 )
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Interval
+from cosmosfl.core.kmeans import kmeans_clusters
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.core.tasks import OWN_MODEL, Request, always_sent
 
@@ -77,21 +78,14 @@ class MutualTrain(Request):
 
 
 def cluster_updates(deltas: dict[int, Weights], num_clusters: int, seed: int) -> dict[int, int]:
-    """k-means on the clients' L2-normalised update vectors; clusters numbered by smallest id."""
-    from sklearn.cluster import KMeans
-
+    """k-means on the clients' L2-normalised update vectors; clusters numbered by smallest id
+    (core/kmeans.py); K is capped at the number of clients."""
     ids = sorted(deltas)
-    k = min(num_clusters, len(ids))
-    if k <= 1:
-        return dict.fromkeys(ids, 0)
+    if not ids:
+        return {}
     x = np.stack([np.concatenate([a.ravel() for a in deltas[c].values()]) for c in ids])
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    labels = KMeans(n_clusters=k, n_init=10, random_state=seed % 2**31).fit_predict(x)
-    first: dict[int, int] = {}
-    for cid, label in zip(ids, labels, strict=True):
-        first.setdefault(int(label), cid)
-    order = {label: rank for rank, label in enumerate(sorted(first, key=first.__getitem__))}
-    return {cid: order[int(label)] for cid, label in zip(ids, labels, strict=True)}
+    return kmeans_clusters(dict(zip(ids, x, strict=True)), min(num_clusters, len(ids)), seed)
 
 
 @dataclass
@@ -100,9 +94,17 @@ class PFedCK(Algorithm):
     trained locally with mutual distillation."""
 
     name: ClassVar[str] = "pfedck"
-    primary_model: ClassVar[str] = "personal_model"
+    display_name: ClassVar[str] = "pFedCK"
+    reported_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
     client_handlers: ClassVar[str] = "cosmosfl.handlers.pfedck:HANDLERS"
+    parameter_constraints: ClassVar = {
+        "num_clusters": CLUSTER_COUNT,
+        "kd_weight": Interval(float, 0),
+        "kd_temperature": Interval(float, 0, closed="neither"),
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+    }
 
     num_clusters: int = 5
     kd_weight: float = 1.0
@@ -113,14 +115,6 @@ class PFedCK(Algorithm):
     # The interactive model each client receives next (its cluster's average).
     _models: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)
     _clusters: dict[int, int] = field(default_factory=dict, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_epochs(self, ("pretrain_epochs", "local_epochs"))
-        check_nonnegative(self, ("kd_weight",))
-        if isinstance(self.num_clusters, bool) or self.num_clusters < 1:
-            raise ValueError(f"num_clusters must be an integer >= 1, got {self.num_clusters}")
-        if not self.kd_temperature > 0:
-            raise ValueError(f"kd_temperature must be > 0, got {self.kd_temperature}")
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()
@@ -133,7 +127,7 @@ class PFedCK(Algorithm):
         with fed.phase("broadcast"):
             sent = {cid: self._models[cid] for cid in fed.client_ids}
             ready = sorted(push_weights(fed, sent, INTERACTIVE_SLOT))
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         kd = {"kd_weight": float(self.kd_weight), "kd_temperature": float(self.kd_temperature)}
         with fed.phase("local_training"):  # interactive model learns from labels + personal
             request = MutualTrain(epochs, slot=INTERACTIVE_SLOT, distill_from=OWN_MODEL, **kd)
@@ -148,7 +142,8 @@ class PFedCK(Algorithm):
         with fed.phase("clustering"):
             if fetched:
                 deltas = {c: {n: w[n] - sent[c][n] for n in w} for c, w in fetched.items()}
-                seed = derive_seed(fed.seed, self.name, round_num)
+                # 31 bits, as pFedCK's k-means seed has always been (the records stay as they were).
+                seed = derive_seed(fed.seed, self.name, round_num) % 2**31
                 self._clusters.update(cluster_updates(deltas, self.num_clusters, seed))
         with fed.phase("aggregation"):
             answered = {c: self._clusters[c] for c in fetched}

@@ -77,14 +77,15 @@ from cosmosfl.algorithms.base import (
     RoundRecord,
     evaluate_clients,
 )
+from cosmosfl.algorithms.hyperparameters import EPOCHS
 from cosmosfl.algorithms.params import (
     Weights,
-    check_epochs,
     check_same_architecture,
     fetch_weights,
     push_weights,
 )
 from cosmosfl.core import protocol as P
+from cosmosfl.core.constraints import Interval
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.core.tasks import Request, always_sent
 
@@ -182,9 +183,19 @@ class PFedHN(Algorithm):
     """A server-side hypernetwork generates each client's weights from its embedding."""
 
     name: ClassVar[str] = "pfedhn"
-    primary_model: ClassVar[str] = "personal_model"
+    # Our server step (line-searched steepest descent), not the paper's: docs/baselines.md.
+    display_name: ClassVar[str] = "pFedHN (modified server step)"
+    reported_model: ClassVar[str] = "personal_model"
     model_agnostic: ClassVar[bool] = False
     client_handlers: ClassVar[str] = "cosmosfl.handlers.pfedhn:HANDLERS"
+    parameter_constraints: ClassVar = {
+        "embed_dim": Interval(int, 0, note="0 = 1 + clients/4"),
+        "hidden_dim": Interval(int, 1),
+        "hidden_layers": Interval(int, 1),
+        "server_steps": Interval(int, 1),
+        "pretrain_epochs": EPOCHS,
+        "local_epochs": EPOCHS,
+    }
 
     embed_dim: int = 0
     hidden_dim: int = 100
@@ -197,12 +208,6 @@ class PFedHN(Algorithm):
     _statistics: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)
     _holding: set[int] = field(default_factory=set, init=False, repr=False)
     _template: Weights = field(default_factory=dict, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_epochs(self, ("pretrain_epochs", "local_epochs", "embed_dim"))
-        for name in ("hidden_dim", "hidden_layers", "server_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
 
     def _build(self, fed: Federation) -> None:
         fetched, _ = fetch_weights(fed, fed.client_ids, self.name, None)
@@ -240,7 +245,7 @@ class PFedHN(Algorithm):
         with fed.phase("broadcast"):  # θ_i = h(v_i; φ) to clients not holding it yet
             self._push(fed, [c for c in fed.client_ids if c not in self._holding])
         ready = sorted(self._holding)
-        epochs = self.pretrain_epochs if round_num == 1 else self.local_epochs
+        epochs = self.epochs_for(round_num == 1)
         with fed.phase("local_training"):
             trained = fed.send(dict.fromkeys(ready, HNTrain(epochs)))
         with fed.phase("upload"):

@@ -111,7 +111,7 @@ def _app(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _simulate(args: argparse.Namespace, cfg: Any) -> int:
-    from cosmosfl.apps.flower.simulation import simulate_on_flower
+    from cosmosfl.apps.flower.simulation_runtime import simulate_on_flower
 
     _refuse_finished(Path(args.out), args.force)
     summary = simulate_on_flower(cfg, args.out, force=args.force, num_cpus=args.num_cpus)

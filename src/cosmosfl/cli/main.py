@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from cosmosfl import __version__
 from cosmosfl.cli import presets
@@ -392,6 +396,31 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     return args
 
 
+@contextmanager
+def deprecations_shown() -> Iterator[None]:
+    """Show cosmosfl's DeprecationWarnings (a deprecated config key the user wrote) as one
+    `cosmosfl: warning:` line each; Python hides them outside __main__ by default."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("default", category=DeprecationWarning, module=r"cosmosfl(\.|$)")
+        show = warnings.showwarning
+
+        def one_line(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: Any = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, DeprecationWarning) and "cosmosfl" in filename:
+                print(f"cosmosfl: warning: {message}", file=sys.stderr)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = one_line
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.engines.simulation import ParticipationError
@@ -412,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         "bench": cmd_bench,
     }
     try:
-        return handlers[args.command](args)
+        with deprecations_shown():
+            return handlers[args.command](args)
     except (
         ConfigError,
         DatasetNotFoundError,

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cosmosfl.core.constraints import Interval, Options, check
+
 AGGREGATIONS = ("mean", "median", "max", "trimmed_mean")
+# The settings of aggregate and apply_temperature, checked here and by every algorithm that
+# takes them (core/constraints.py).
+AGGREGATION = Options(AGGREGATIONS)
+TRIM_FRACTION = Interval(float, 0, 0.5, closed="left")
+TEMPERATURE = Interval(float, 0, note="0 = hard labels")
 
 
 def _normalise(p: np.ndarray) -> np.ndarray:
@@ -25,10 +32,7 @@ def aggregate(
     clients). max: per sample, the prediction of the most confident client. trimmed_mean: per
     entry, drop the `trim_fraction` highest and lowest values, average the rest, renormalise.
     """
-    if rule not in AGGREGATIONS:
-        raise ValueError(
-            f"aggregation {rule!r} is not supported; allowed: {', '.join(AGGREGATIONS)}"
-        )
+    check(AGGREGATION, "aggregation", rule)
     if len(probs) == 0:
         raise ValueError("cannot aggregate an empty list of pseudo-labels")
     stack = np.stack([np.asarray(p, dtype=np.float64) for p in probs])  # (K, n, M)
@@ -41,8 +45,7 @@ def aggregate(
         best = confidence.argmax(axis=0)  # lowest client index wins ties
         out = stack[best, np.arange(stack.shape[1])]
     else:
-        if not 0 <= trim_fraction < 0.5:
-            raise ValueError(f"trim_fraction must lie in [0, 0.5), got {trim_fraction}")
+        check(TRIM_FRACTION, "trim_fraction", trim_fraction)
         k = stack.shape[0]
         cut = int(np.floor(trim_fraction * k))
         ordered = np.sort(stack, axis=0)
@@ -52,8 +55,7 @@ def aggregate(
 
 def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
     """Sharpen or soften targets: p^(1/T) renormalised; T = 0 gives one-hot argmax."""
-    if not np.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    check(TEMPERATURE, "temperature", temperature)
     p = np.asarray(probs, dtype=np.float64)
     if temperature == 0:
         out = np.zeros_like(p)

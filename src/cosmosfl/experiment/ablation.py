@@ -2,7 +2,7 @@
 plot per key (the paper's ablations, Figs. 7–9, and its architecture mixtures, Table 3).
 
 The numbers are compare's: per seed, the mean over clients of each client's accuracy in the
-last round; then mean ± SEM over seeds (report.accuracy_rows on each cell's runs), for each
+last round; then mean ± SEM over seeds (stats.accuracy_rows on each cell's runs), for each
 algorithm's reported model and COSMOS's distilled client model f_i^(t,2) beside it. For
 algorithms with clusters the table adds K and the clusters' adjusted Rand index against the
 true class groups, per seed as recorded in summary.json.
@@ -15,16 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.report import (
-    RunSet,
-    accuracy_rows,
-    algorithm_order,
-    display_name,
-    load_runs,
-    mean_sem,
-    role,
-)
 from cosmosfl.experiment.rundir import write_atomic
+from cosmosfl.experiment.runset import RunSet, algorithm_order, display_name, load_runs, role
+from cosmosfl.experiment.stats import accuracy_rows, mean_sem
 from cosmosfl.experiment.sweep import read_sweep, value_text
 
 # What a swept setting is, for axis labels (by the key's last part).

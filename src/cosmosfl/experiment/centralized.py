@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import RoundRecord
+from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.core.constraints import check_instance
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.experiment.build import make_learner
@@ -41,15 +43,16 @@ class Centralized:
     """
 
     name: ClassVar[str] = "centralized"
-    primary_model: ClassVar[str] = "client_model"
+    display_name: ClassVar[str] = "centralized"
+    reported_model: ClassVar[str] = "client_model"
+    primary_model: ClassVar[str] = reported_model  # deprecated name of reported_model
+    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
 
     pretrain_epochs: int = 5
     local_epochs: int = 5
 
     def __post_init__(self) -> None:
-        for key in ("pretrain_epochs", "local_epochs"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
+        check_instance(self)
 
     @staticmethod
     def check_clients(client_models: list[str]) -> None:
@@ -126,7 +129,7 @@ def run_centralized(
     x = np.concatenate([c.train[0] for c in exp.clients])
     y = np.concatenate([c.train[1] for c in exp.clients])
     ids = [c.id for c in exp.clients]
-    result = SimulationResult(Centralized.name, Centralized.primary_model)
+    result = SimulationResult(Centralized.name, Centralized.reported_model)
     with reporter.running(rounds):
         for t in range(1, rounds + 1):
             reporter.round_start(t, rounds)
@@ -161,7 +164,7 @@ def _engine_record(
     record: dict[str, Any] = {
         "round": round_num,
         "algorithm": Centralized.name,
-        "primary_model": Centralized.primary_model,
+        "primary_model": Centralized.reported_model,
         "accuracy": {m: {str(c): a for c, a in v.items()} for m, v in rec.accuracy.items()},
         "mean_accuracy": {m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items()},
     }

@@ -13,6 +13,7 @@ is skipped, so an interrupted comparison resumes where it stopped.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +37,11 @@ from cosmosfl.experiment.config import (
     parse_override,
     reference_runs,
 )
-from cosmosfl.experiment.report import Report, algorithm_order, write_report
+from cosmosfl.experiment.report import Report, write_report
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
 from cosmosfl.experiment.runner import resumable, resume_experiment, run_experiment
+from cosmosfl.experiment.runset import algorithm_order
 from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.tracking import Tracker, make_tracker
 
@@ -210,7 +212,9 @@ def _resolved(old: dict[str, Any]) -> dict[str, Any]:
     """An old run's config with settings added to cosmosfl since then at their defaults, so
     that a new setting alone does not make every finished run look changed."""
     try:
-        return yaml.safe_load(dump_config(config_from_dict(old)))
+        with warnings.catch_warnings():  # deprecated names in an old run's file: not the user's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return yaml.safe_load(dump_config(config_from_dict(old)))
     except ConfigError:
         return old
 
@@ -266,7 +270,7 @@ def run_compare(
         )
         echo(
             f"[{i}/{total}] {run.algorithm} seed {run.seed} done in "
-            f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.primary_model} "
+            f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.reported_model} "
             f"{result.mean_accuracy():.4f}"
         )
         warning = exclusion_warning(getattr(result, "summary", {}))

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,11 @@ from typing import Any
 import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
+from cosmosfl.core.constraints import check_parameters
+from cosmosfl.core.distill import CONSISTENCY_TARGETS
 from cosmosfl.data.sources import DATASET_NAMES
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.learners.torch import NEIGHBOUR_BN, PRECISIONS
 
 
 class ConfigError(ValueError):
@@ -234,6 +238,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
     _check_keys(raw, "algorithm")
     name = raw["name"]
     cls = settings_class(name)
+    raw = _renamed_keys(cls, name, raw)
     options = algorithm_options(name)
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(raw) - set(options) - {"name"})
@@ -251,13 +256,43 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
         if not _type_ok(value, hint):
             raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
         out[key] = value
-    try:  # let the algorithm check value ranges and combinations now, before any training
-        instance = cls(**{k: v for k, v in out.items() if k != "name"})
+    given = {k: v for k, v in out.items() if k != "name"}
+    try:
+        # Each value against the class's declared constraints (core/constraints.py), then the
+        # algorithm itself for combinations of settings, all before any training.
+        check_parameters(cls, given)
+        instance = cls(**given)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"algorithm ({name}): {err}") from None
     # The resolved config names every setting, defaults included, so a run directory's
     # config.yaml reproduces the run even if a default changes later.
     return {"name": name, **{key: getattr(instance, key) for key in options}}
+
+
+def _renamed_keys(cls: type, name: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with deprecated setting names (the class's `renamed_parameters`) replaced by the
+    current ones, each with a DeprecationWarning; both names at once is an error."""
+    renamed = getattr(cls, "renamed_parameters", {})
+    if not any(key in renamed for key in raw):
+        return raw
+    out = {}
+    for key, value in raw.items():
+        new = renamed.get(key)
+        if new is None:
+            out[key] = value
+            continue
+        if new in raw:
+            raise ConfigError(
+                f"algorithm.{key} and algorithm.{new} are one setting of {name} ({key} is its "
+                f"deprecated name); set only algorithm.{new}"
+            )
+        warnings.warn(
+            f"algorithm.{key} of {name} is deprecated; use algorithm.{new} (same meaning)",
+            DeprecationWarning,
+            stacklevel=4,  # _renamed_keys <- validate_algorithm <- config_from_dict <- caller
+        )
+        out[new] = value
+    return out
 
 
 RUN_SETTINGS = (
@@ -392,19 +427,14 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
     need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
     need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
     need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
-    need(c.precision in ("fp32", "bf16"), "clients.precision", c.precision, "allowed: fp32, bf16")
-    need(
-        c.consistency_target in ("live", "detached"),
-        "clients.consistency_target",
-        c.consistency_target,
-        "allowed: live, detached",
-    )
-    need(
-        c.neighbour_bn in ("update", "frozen"),
-        "clients.neighbour_bn",
-        c.neighbour_bn,
-        "allowed: update, frozen",
-    )
+    # The learner's own lists of choices (it checks them too), so they are written once.
+    for name, allowed in (
+        ("precision", PRECISIONS),
+        ("consistency_target", CONSISTENCY_TARGETS),
+        ("neighbour_bn", NEIGHBOUR_BN),
+    ):
+        value = getattr(c, name)
+        need(value in allowed, f"clients.{name}", value, f"allowed: {', '.join(allowed)}")
     need(
         c.eval_batch_size >= 1,
         "clients.eval_batch_size",

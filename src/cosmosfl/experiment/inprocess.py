@@ -61,4 +61,4 @@ def simulate(
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
         torch.manual_seed(seed)
         records = engine.run(algorithm, rounds)
-    return SimulationResult(algorithm.name, algorithm.primary_model, records)
+    return SimulationResult(algorithm.name, algorithm.reported_model, records)

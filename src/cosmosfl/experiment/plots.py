@@ -11,16 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cosmosfl.experiment.report import (
-    COSMOS_CLIENT_LABEL,
-    PROPOSED,
-    RunSet,
-    curve,
-    display_name,
-    model_label,
-    role,
-    title_line,
-)
+from cosmosfl.experiment.report import title_line
+from cosmosfl.experiment.runset import PROPOSED, RunSet, display_name, role
+from cosmosfl.experiment.stats import COSMOS_CLIENT_LABEL, curve, model_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -3,224 +3,45 @@
 Writes table.md / table.tex (final-round accuracy, mean ± SEM over seeds), communication.md
 (measured MB per client per round beside FedAvg's cost), and the figures of plots.py. The
 result is always the last round; the best round is shown beside it, labelled as not the result.
+This module renders; runset.py loads the runs and stats.py computes the numbers.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from cosmosfl.algorithms.registry import ALGORITHMS
-from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.rundir import METRICS, SUMMARY, read_records, read_summary
-
-PROPOSED = "cosmos"
-# Non-federated references, reported after the algorithms: `local` never communicates and
-# `centralized` pools private data. Everything else is a federated baseline.
-REFERENCES = ("local", "centralized")
-DISPLAY = {
-    "cosmos": "COSMOS",
-    "fedmd": "FedMD",
-    "fedct": "FedCT",
-    "comet": "COMET",
-    "fedavg": "FedAvg",
-    "fedprox": "FedProx",
-    "ditto": "Ditto",
-    "fedbabu": "FedBABU",
-    "fedselect": "FedSelect",
-    "pfedck": "pFedCK",
-    # Our server step (line-searched steepest descent), not the paper's: docs/baselines.md.
-    "pfedhn": "pFedHN (modified server step)",
-}
-# Evaluated models: (plain text, LaTeX / matplotlib mathtext).
-MODEL_LABELS = {
-    "cluster_model": ("cluster model h_π(i)", r"cluster model $h_{\pi(i)}$"),
-    "client_model": ("client model f_i", r"client model $f_i$"),
-    "local": ("client model after local training f_i^(t,1)", r"local model $f_i^{(t,1)}$"),
-    # Parameter-sharing baselines: the shared model, or each client's personalised model.
-    "global_model": ("global model w", r"global model $w$"),
-    "personal_model": ("personal model", r"personal model"),
-}
-COSMOS_LOCAL_LABEL = (
-    "client model after local training f_i^(t,1)",
-    r"client model after local training $f_i^{(t,1)}$",
+# Loading runs and computing their numbers live in runset.py and stats.py; their names are
+# importable from here too, as they were before the split.
+from cosmosfl.experiment.runset import (
+    PROPOSED,
+    REFERENCES,
+    Run,
+    RunSet,
+    algorithm_order,
+    display_name,
+    load_runs,
+    role,
 )
-COSMOS_CLIENT_LABEL = ("distilled client model f_i^(t,2)", r"distilled client model $f_i^{(t,2)}$")
-COSMOS_SELECTED_LABEL = (
-    "h_π(i) or f_i^(t,1), chosen on validation",
-    r"$h_{\pi(i)}$ or $f_i^{(t,1)}$, chosen on validation",
+from cosmosfl.experiment.stats import (
+    COSMOS_CLIENT_LABEL,
+    COSMOS_LOCAL_LABEL,
+    COSMOS_SELECTED_LABEL,
+    DAGGER_RULE,
+    MB,
+    MODEL_LABELS,
+    CommRow,
+    Row,
+    accuracy_rows,
+    communication_rows,
+    curve,
+    dagger_direction,
+    intervals_overlap,
+    mark_dagger,
+    mean_sem,
+    model_label,
 )
-MB = 1e6  # bytes
-
-
-@dataclass
-class Run:
-    algorithm: str
-    seed: int
-    path: Path
-    summary: dict[str, Any]
-    records: list[dict[str, Any]]
-
-
-@dataclass
-class RunSet:
-    root: Path
-    runs: dict[str, list[Run]]  # by algorithm, in report order; each list sorted by seed
-    unfinished: list[Path] = field(default_factory=list)
-
-
-def model_label(model: str, tex: bool = False) -> str:
-    text, latex = MODEL_LABELS.get(model, (model, model.replace("_", r"\_")))
-    return latex if tex else text
-
-
-def display_name(algorithm: str) -> str:
-    return DISPLAY.get(algorithm, algorithm)
-
-
-def role(algorithm: str) -> str:
-    """'proposed', 'baseline' (federated, compared for †) or 'reference'."""
-    if algorithm == PROPOSED:
-        return "proposed"
-    return "reference" if algorithm in REFERENCES else "baseline"
-
-
-def algorithm_order(names: list[str]) -> list[str]:
-    """COSMOS first, then the baselines (registry order, then by name), then the references."""
-    registry = list(ALGORITHMS)
-
-    def key(name: str) -> tuple[int, int, str]:
-        group = {"proposed": 0, "baseline": 1, "reference": 2}[role(name)]
-        if group == 2:
-            return group, REFERENCES.index(name), name
-        return group, registry.index(name) if name in registry else len(registry), name
-
-    return sorted(names, key=key)
-
-
-def load_runs(root: str | Path) -> RunSet:
-    """Every finished `root/<algorithm>/seed*/` run; unfinished ones are listed, not used."""
-    root = Path(root)
-    if not root.is_dir():
-        raise ConfigError(f"report: directory {str(root)!r} does not exist")
-    found: dict[str, list[Run]] = {}
-    unfinished: list[Path] = []
-    for path in sorted(p for p in root.glob("*/seed*") if p.is_dir()):
-        finished = (path / SUMMARY).is_file() and (path / METRICS).is_file()
-        records = read_records(path) if finished else []
-        if not records:
-            unfinished.append(path)
-            continue
-        summary = read_summary(path)
-        name = str(summary.get("algorithm", path.parent.name))
-        seed = int(summary.get("seed", path.name.removeprefix("seed") or 0))
-        found.setdefault(name, []).append(Run(name, seed, path, summary, records))
-    if not found:
-        raise ConfigError(
-            f"report: no finished runs in {str(root)!r}; expected "
-            "<dir>/<algorithm>/seed<k>/ with summary.json and metrics.jsonl "
-            "(as written by `cosmosfl compare`)"
-        )
-    runs = {a: sorted(found[a], key=lambda r: r.seed) for a in algorithm_order(list(found))}
-    return RunSet(root, runs, unfinished)
-
-
-def mean_sem(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error (sample std with ddof=1 over √n; 0 for a single value)."""
-    n = len(values)
-    mean = float(np.mean(values))
-    return mean, float(np.std(values, ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-
-
-def curve(runs: list[Run], model: str, metric: str = "mean_accuracy") -> np.ndarray:
-    """(seeds, rounds) mean-over-clients values per round, cut to the rounds all seeds have."""
-    series = [[r[metric][model] for r in run.records if model in r.get(metric, {})] for run in runs]
-    length = min(len(s) for s in series)
-    return np.array([s[:length] for s in series], dtype=np.float64)
-
-
-@dataclass
-class Row:
-    """One line of the accuracy table: an algorithm's evaluated model over seeds."""
-
-    algorithm: str
-    model: str
-    label: tuple[str, str]  # plain text, LaTeX
-    seeds: list[int]
-    final: list[float]  # per seed: last round, mean over clients
-    mean: float
-    sem: float
-    best_round: int  # of the seed-mean curve (context only, not the result)
-    best_value: float
-    top5: tuple[float, float] | None = None
-    dagger: bool = False
-
-    @property
-    def role(self) -> str:
-        return role(self.algorithm)
-
-
-def _row(algorithm: str, runs: list[Run], model: str, label: tuple[str, str]) -> Row:
-    final = [float(run.records[-1]["mean_accuracy"][model]) for run in runs]
-    mean, sem = mean_sem(final)
-    per_round = curve(runs, model).mean(axis=0)
-    best = int(np.argmax(per_round))
-    top5 = None
-    if all(model in run.records[-1].get("mean_top5", {}) for run in runs):
-        top5 = mean_sem([float(run.records[-1]["mean_top5"][model]) for run in runs])
-    seeds = [run.seed for run in runs]
-    return Row(
-        algorithm, model, label, seeds, final, mean, sem, best + 1, float(per_round[best]), top5
-    )
-
-
-def accuracy_rows(runset: RunSet) -> list[Row]:
-    """The table's rows; COSMOS also gets rows for its client model after local training
-    f_i^(t,1), its distilled client model f_i^(t,2) and, with select_on_validation, the model
-    each client chose on its validation slice."""
-    rows = []
-    for algorithm, runs in runset.runs.items():
-        model = str(runs[0].summary.get("reported_model", runs[0].records[-1]["primary_model"]))
-        rows.append(_row(algorithm, runs, model, (model_label(model), model_label(model, True))))
-        # COSMOS's other evaluation points, in protocol order: f_i^(t,1) (after local
-        # fine-tuning, where the collaboration may show in the client's own model) and f_i^(t,2).
-        points = (
-            ("local", COSMOS_LOCAL_LABEL),
-            ("client_model", COSMOS_CLIENT_LABEL),
-            ("selected", COSMOS_SELECTED_LABEL),  # with select_on_validation only
-        )
-        for point, label in points:
-            present = all(point in r.records[-1]["mean_accuracy"] for r in runs)
-            if algorithm == PROPOSED and model != point and present:
-                rows.append(_row(algorithm, runs, point, label))
-    mark_dagger(rows)
-    return rows
-
-
-def intervals_overlap(a: Row, b: Row) -> bool:
-    return a.mean - a.sem <= b.mean + b.sem and b.mean - b.sem <= a.mean + a.sem
-
-
-DAGGER_RULE = (
-    "† on COSMOS's reported model: its interval [mean − SEM, mean + SEM] over seeds overlaps "
-    "the interval of no federated baseline (every algorithm except COSMOS and the references "
-    "local and centralized); assigned only with at least 2 seeds for every run compared and at "
-    "least one baseline. Separation does not say which is higher: compare the means."
-)
-
-
-def mark_dagger(rows: list[Row]) -> None:
-    """Set `dagger` on COSMOS's reported row when it is separated from every baseline."""
-    proposed = next((r for r in rows if r.role == "proposed"), None)
-    baselines = [r for r in rows if r.role == "baseline"]
-    if proposed is None or not baselines or min(len(r.seeds) for r in [proposed, *baselines]) < 2:
-        return
-    proposed.dagger = not any(intervals_overlap(proposed, b) for b in baselines)
-
 
 TITLE_KEYS = ("dataset", "partition", "alpha", "num_clients", "rounds", "num_classes")
 
@@ -258,8 +79,8 @@ def _table_cells(runset: RunSet, rows: list[Row], tex: bool) -> list[list[str]]:
     top5 = _num_classes(runset) >= 20
     pm, dagger = (r" $\pm$ ", r"$^\dagger$") if tex else (" ± ", " †")
 
-    def pct(mean_sem: tuple[float, float] | None) -> str:
-        return "n/a" if mean_sem is None else f"{100 * mean_sem[0]:.2f}{pm}{100 * mean_sem[1]:.2f}"
+    def pct(value: tuple[float, float] | None) -> str:
+        return "n/a" if value is None else f"{100 * value[0]:.2f}{pm}{100 * value[1]:.2f}"
 
     head = ["algorithm", "evaluated model", "Top-1 (%), final round, mean ± SEM"]
     head += ["Top-5 (%), final round"] if top5 else []
@@ -282,17 +103,6 @@ def table_markdown(runset: RunSet, rows: list[Row]) -> str:
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
     lines += ["", *[f"- {note}" for note in table_notes(runset, rows)]]
     return "\n".join(lines) + "\n"
-
-
-def dagger_direction(rows: list[Row]) -> str | None:
-    """Which side of the baselines a †-marked COSMOS lies on (the rule alone does not say)."""
-    proposed = next((r for r in rows if r.dagger), None)
-    if proposed is None:
-        return None
-    means = [r.mean for r in rows if r.role == "baseline"]
-    side = "above" if proposed.mean > max(means) else "below"
-    side = side if proposed.mean > max(means) or proposed.mean < min(means) else "between"
-    return f"Here COSMOS's † interval lies {side} the baselines' intervals."
 
 
 def table_notes(runset: RunSet, rows: list[Row]) -> list[str]:
@@ -339,44 +149,6 @@ def table_latex(runset: RunSet, rows: list[Row]) -> str:
     out += [" & ".join(cells) + r" \\" for cells in body]
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(out) + "\n"
-
-
-@dataclass
-class CommRow:
-    """Measured payload per client per round (MB), and what FedAvg would move instead."""
-
-    algorithm: str
-    up_mb: float
-    down_mb: float
-    fedavg_mb: float | None  # parameters × 4 bytes, each way; None when no client is torch
-    torch_clients: int
-    clients: int
-
-
-def communication_rows(runset: RunSet) -> list[CommRow]:
-    """Mean over clients, rounds and seeds of the bytes each client sent and received."""
-
-    def per_client(runs: list[Run], key: str) -> float:
-        per_run = [np.mean([np.mean(list(r[key].values())) for r in run.records]) for run in runs]
-        return float(np.mean(per_run))
-
-    # The client models are the same for every algorithm of a comparison: a run whose summary
-    # predates `client_parameters` borrows the counts of another run.
-    recorded = [
-        r.summary["client_parameters"]
-        for runs in runset.runs.values()
-        for r in runs
-        if "client_parameters" in r.summary
-    ]
-    rows = []
-    for algorithm, runs in runset.runs.items():
-        own = [r.summary["client_parameters"] for r in runs if "client_parameters" in r.summary]
-        params = (own or recorded or [{}])[0]
-        counts = [p for p in params.values() if p is not None]
-        fedavg = float(np.mean(counts)) * 4 / MB if counts else None
-        up, down = per_client(runs, "bytes_up") / MB, per_client(runs, "bytes_down") / MB
-        rows.append(CommRow(algorithm, up, down, fedavg, len(counts), len(params)))
-    return rows
 
 
 def _mb(x: float) -> str:
@@ -458,3 +230,40 @@ def write_report(root: str | Path) -> Report:
     files += [clusters] if clusters else []
     notes += [] if clusters else ["clusters.png not written: no run with clusters and true groups"]
     return Report(rows, comm, files, notes, table)
+
+
+__all__ = [  # the report's own names, and those of runset.py and stats.py it re-exports
+    "COSMOS_CLIENT_LABEL",
+    "COSMOS_LOCAL_LABEL",
+    "COSMOS_SELECTED_LABEL",
+    "DAGGER_RULE",
+    "MB",
+    "MODEL_LABELS",
+    "PROPOSED",
+    "REFERENCES",
+    "TITLE_KEYS",
+    "CommRow",
+    "Report",
+    "Row",
+    "Run",
+    "RunSet",
+    "accuracy_rows",
+    "algorithm_order",
+    "communication_markdown",
+    "communication_rows",
+    "curve",
+    "dagger_direction",
+    "display_name",
+    "intervals_overlap",
+    "load_runs",
+    "mark_dagger",
+    "mean_sem",
+    "model_label",
+    "role",
+    "setting_differences",
+    "table_latex",
+    "table_markdown",
+    "table_notes",
+    "title_line",
+    "write_report",
+]

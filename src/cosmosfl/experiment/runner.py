@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,9 @@ def _same_experiment(config_text: str, cfg: ExperimentConfig) -> bool:
     if config_text == dump_config(cfg):
         return True
     try:
-        saved = config_from_dict(yaml.safe_load(config_text))
+        with warnings.catch_warnings():  # deprecated names in an old run's file: not the user's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            saved = config_from_dict(yaml.safe_load(config_text))
     except (ConfigError, yaml.YAMLError):
         return False
     return identity(saved) == identity(cfg)
@@ -215,7 +218,7 @@ def _run_federated(
     tracker: Tracker | None = None,
 ) -> SimulationResult:
     cfg = exp.config
-    result = SimulationResult(algorithm.name, algorithm.primary_model)
+    result = SimulationResult(algorithm.name, algorithm.reported_model)
     first = 1
     if checkpoint is not None:  # before the engine starts: worker processes copy the clients
         result.records = restore(checkpoint, algorithm, exp.clients)

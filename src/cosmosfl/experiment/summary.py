@@ -38,7 +38,7 @@ def summarize(
     down = [np.mean(list(r["bytes_down"].values())) for r in result.records]
     summary: dict[str, Any] = {
         "algorithm": result.algorithm,
-        "reported_model": result.primary_model,
+        "reported_model": result.reported_model,
         "rounds": len(result.records),
         **(meta or {}),
         "final_round": {

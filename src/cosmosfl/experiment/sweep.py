@@ -340,7 +340,7 @@ def run_sweep(
         result = execute_run(entry.run, state, tracker, progress=reporter, echo=echo, tag=tag)
         clock.finish_run()
         echo(
-            f"{tag} done: mean accuracy of {result.primary_model} "
+            f"{tag} done: mean accuracy of {result.reported_model} "
             f"{result.mean_accuracy():.4f}  ({clock.status()})"
         )
         warning = exclusion_warning(getattr(result, "summary", {}))

@@ -2,7 +2,7 @@
 
 These tests exercise the real ServerApp-side federation and the real ClientApp (message
 batching, validation, byte counting, state in context.state, faults); the test against
-Flower's own simulation runtime is test_flower_simulation.py.
+Flower's own simulation runtime is tests/apps/flower/test_simulation_runtime.py.
 """
 
 from __future__ import annotations

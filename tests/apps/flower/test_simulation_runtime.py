@@ -15,7 +15,7 @@ pytest.importorskip("ray", reason="Flower's simulation runtime needs flwr[simula
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 
-from cosmosfl.apps.flower.simulation import simulate_on_flower
+from cosmosfl.apps.flower.simulation_runtime import simulate_on_flower
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.rundir import read_records, read_summary
 from cosmosfl.experiment.runner import run_experiment
@@ -130,3 +130,13 @@ def test_faults_on_flower_simulation_equal_the_in_process_records(tmp_path) -> N
         "crash",
         "corrupt",
     }
+
+
+def test_the_old_module_name_still_imports_with_a_deprecation_warning() -> None:
+    import importlib
+    import sys
+
+    sys.modules.pop("cosmosfl.apps.flower.simulation", None)
+    with pytest.warns(DeprecationWarning, match="import cosmosfl.apps.flower.simulation_runtime"):
+        old = importlib.import_module("cosmosfl.apps.flower.simulation")
+    assert old.simulate_on_flower is simulate_on_flower

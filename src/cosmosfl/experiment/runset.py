@@ -1,0 +1,87 @@
+"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/, and the order and role
+in which reports show them (COSMOS, the federated baselines, the references)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cosmosfl.algorithms.registry import ALGORITHMS
+from cosmosfl.experiment.config import ConfigError, reference_runs
+from cosmosfl.experiment.rundir import METRICS, SUMMARY, read_records, read_summary
+
+PROPOSED = "cosmos"
+# Non-federated references, reported after the algorithms: `local` never communicates and
+# `centralized` pools private data. Everything else is a federated baseline.
+REFERENCES = ("local", "centralized")
+
+
+@dataclass
+class Run:
+    algorithm: str
+    seed: int
+    path: Path
+    summary: dict[str, Any]
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class RunSet:
+    root: Path
+    runs: dict[str, list[Run]]  # by algorithm, in report order; each list sorted by seed
+    unfinished: list[Path] = field(default_factory=list)
+
+
+def display_name(algorithm: str) -> str:
+    """How tables and plots name an algorithm or reference run: its class's `display_name`
+    ("COSMOS", "FedAvg"); a name nothing registers is shown as it is."""
+    cls = ALGORITHMS.get(algorithm) or reference_runs().get(algorithm)
+    return str(getattr(cls, "display_name", algorithm))
+
+
+def role(algorithm: str) -> str:
+    """'proposed', 'baseline' (federated, compared for †) or 'reference'."""
+    if algorithm == PROPOSED:
+        return "proposed"
+    return "reference" if algorithm in REFERENCES else "baseline"
+
+
+def algorithm_order(names: list[str]) -> list[str]:
+    """COSMOS first, then the baselines (registry order, then by name), then the references."""
+    registry = list(ALGORITHMS)
+
+    def key(name: str) -> tuple[int, int, str]:
+        group = {"proposed": 0, "baseline": 1, "reference": 2}[role(name)]
+        if group == 2:
+            return group, REFERENCES.index(name), name
+        return group, registry.index(name) if name in registry else len(registry), name
+
+    return sorted(names, key=key)
+
+
+def load_runs(root: str | Path) -> RunSet:
+    """Every finished `root/<algorithm>/seed*/` run; unfinished ones are listed, not used."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"report: directory {str(root)!r} does not exist")
+    found: dict[str, list[Run]] = {}
+    unfinished: list[Path] = []
+    for path in sorted(p for p in root.glob("*/seed*") if p.is_dir()):
+        finished = (path / SUMMARY).is_file() and (path / METRICS).is_file()
+        records = read_records(path) if finished else []
+        if not records:
+            unfinished.append(path)
+            continue
+        summary = read_summary(path)
+        name = str(summary.get("algorithm", path.parent.name))
+        seed = int(summary.get("seed", path.name.removeprefix("seed") or 0))
+        found.setdefault(name, []).append(Run(name, seed, path, summary, records))
+    if not found:
+        raise ConfigError(
+            f"report: no finished runs in {str(root)!r}; expected "
+            "<dir>/<algorithm>/seed<k>/ with summary.json and metrics.jsonl "
+            "(as written by `cosmosfl compare`)"
+        )
+    runs = {a: sorted(found[a], key=lambda r: r.seed) for a in algorithm_order(list(found))}
+    return RunSet(root, runs, unfinished)
