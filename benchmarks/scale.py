@@ -142,10 +142,9 @@ def _instrument_clients(events: _Events) -> None:
         start = time.perf_counter()
         reply = handle(self, message)
         seconds = round(time.perf_counter() - start, 5)
-        events.file.write(
-            json.dumps({"event": "task", "round": events.round, "task": message.task, "s": seconds})
-            + "\n"
-        )
+        line = {"event": "task", "t": round(time.perf_counter() - events.start, 3)}
+        line.update(round=events.round, task=message.task, s=seconds)
+        events.file.write(json.dumps(line) + "\n")
         return reply
 
     Client.handle = timed  # type: ignore[method-assign]
@@ -417,7 +416,7 @@ def summarise_cell(events: list[dict[str, Any]], n: int, u: int) -> dict[str, An
 
 
 def _tasks_after(evs: list[dict[str, Any]], phase: dict[str, Any]) -> list[dict[str, Any]]:
-    """Task events written after `phase`'s event (tasks carry no time: file order)."""
+    """Task events written after `phase`'s event (file order)."""
     index = evs.index(phase)
     return [e for e in evs[index + 1 :] if e["event"] == "task"]
 
