@@ -114,6 +114,7 @@ class _Events:
     def __call__(self, event: str, **fields: Any) -> None:
         rss, hwm = _memory(os.getpid())
         line = {"event": event, "t": round(time.perf_counter() - self.start, 3), "rss": rss}
+        line["cpu"] = round(time.process_time(), 3)  # this process's CPU seconds so far
         line.update(hwm=hwm, round=self.round, **fields)
         self.file.write(json.dumps(line) + "\n")
 
@@ -288,6 +289,7 @@ def run_cell(cell: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     limit = int(args.memory_limit_gib * GIB)
     start, load_before = time.perf_counter(), os.getloadavg()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with (folder / "stderr.txt").open("w") as err:
         proc = subprocess.Popen(
             [sys.executable, __file__, "--child", str(folder / "spec.json")],
@@ -310,6 +312,8 @@ def run_cell(cell: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 break
             time.sleep(0.2)
     wall = time.perf_counter() - start
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = sum(getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime"))
     events = _read_events(folder / "events.jsonl")
     tail = (folder / "stderr.txt").read_text()[-2000:]
     if status is None:
@@ -327,6 +331,7 @@ def run_cell(cell: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         public=u,
         status=status,
         wall_s=round(wall, 1),
+        cpu_s=round(cpu, 1),
         peak_rss_gib=round(max(polled, result.pop("hwm_max", 0)) / GIB, 3),
         memory_limit_gib=args.memory_limit_gib,
         timeout_s=args.timeout,
@@ -384,6 +389,9 @@ def summarise_cell(events: list[dict[str, Any]], n: int, u: int) -> dict[str, An
         end = next((e for e in evs if e["event"] == "round_end"), None)
         peak = max((e.get("hwm", 0) for e in evs if e["event"] != "task"), default=0)
         if end is not None:
+            begin = next((e for e in evs if e["event"] == "round_start"), None)
+            if begin is not None and "cpu" in end:  # CPU seconds: less sensitive to the load
+                end["seconds"] = {**end["seconds"], "cpu": round(end["cpu"] - begin["cpu"], 2)}
             out["rounds"].append(
                 {
                     "round": r,
@@ -486,6 +494,7 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
         "peak RSS GiB",
         "build s",
         "s/round (measured)",
+        "CPU s/round",
         "s/round (projected)",
         "slowest phase",
     ]
@@ -497,7 +506,7 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
         measured = " / ".join(f"{r['seconds']['total']:.0f}" for r in complete) if complete else "-"
         slow = "-"
         if complete:
-            secs = {k: v for k, v in complete[0]["seconds"].items() if k != "total"}
+            secs = {k: v for k, v in complete[0]["seconds"].items() if k in UNITS}
             slow = max(secs, key=secs.__getitem__)
         else:
             cut = next((r for r in c.get("rounds", []) if not r.get("complete")), None)
@@ -507,6 +516,7 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
                     slow += f" ({cut['tasks_done_in_cut_phase']} of {c['clients']} clients)"
             elif not c.get("rounds"):
                 slow = "cut while building" if "build_s" not in c else "cut before round 1"
+        cpu = " / ".join(f"{r['seconds']['cpu']:.0f}" for r in complete if "cpu" in r["seconds"])
         projected = project(c, rate) if c["kind"] == "train" else None
         name = c["cell"] + (f" [{c['tag']}]" if c.get("tag") else "")
         rows.append(
@@ -518,6 +528,7 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
                 c["peak_rss_gib"],
                 c.get("build_s", "-"),
                 measured,
+                cpu or "-",
                 projected if projected is not None else "-",
                 slow,
             ]
