@@ -140,11 +140,12 @@ def _instrument_clients(events: _Events) -> None:
     handle = Client.handle
 
     def timed(self: Client, message: Any) -> Any:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         reply = handle(self, message)
         seconds = round(time.perf_counter() - start, 5)
         line = {"event": "task", "t": round(time.perf_counter() - events.start, 3)}
         line.update(round=events.round, task=message.task, s=seconds)
+        line["c"] = round(time.process_time() - cpu, 5)  # the task's CPU seconds
         events.file.write(json.dumps(line) + "\n")
         return reply
 
@@ -270,7 +271,7 @@ def _server_cell(spec: dict[str, Any], events: _Events) -> None:
 def run_cell(cell: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     kind, size = cell.split(":")
     n, u = (int(v) for v in size.split("x"))
-    folder = work / f"{cell.replace(':', '-')}{'-' + args.tag if args.tag else ''}"
+    folder = cell_folder(work, cell, args.tag)
     if folder.exists():
         subprocess.run(["rm", "-rf", str(folder)], check=True)
     folder.mkdir(parents=True)
@@ -367,8 +368,9 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def summarise_cell(events: list[dict[str, Any]], n: int, u: int) -> dict[str, Any]:
-    """Build time, memory, each finished round's seconds by phase, and for a cut round the
-    phases it finished and the client tasks done in the phase it was cut in."""
+    """Build time, memory, each finished round's seconds by phase (wall, from the record, and
+    CPU, from the events), and for a cut round the phases it finished and the client tasks
+    done in the phase it was cut in."""
     out: dict[str, Any] = {
         "rounds": [],
         "hwm_max": max((e.get("hwm", 0) for e in events), default=0),
@@ -384,42 +386,54 @@ def summarise_cell(events: list[dict[str, Any]], n: int, u: int) -> dict[str, An
     for e in events:
         if e["round"] > 0:
             by_round.setdefault(e["round"], []).append(e)
-    last_t = events[-1]["t"] if events else 0.0
     for r, evs in sorted(by_round.items()):
         end = next((e for e in evs if e["event"] == "round_end"), None)
         peak = max((e.get("hwm", 0) for e in evs if e["event"] != "task"), default=0)
+        phases = [e for e in evs if e["event"] == "phase"]
         if end is not None:
+            info: dict[str, Any] = {
+                "round": r,
+                "complete": True,
+                "seconds": end["seconds"],
+                "K": end["K"],
+                "mean_accuracy": end["mean_accuracy"],
+                "rss_at_end_gib": round(end["rss"] / GIB, 3),
+                "hwm_gib": round(peak / GIB, 3),
+            }
             begin = next((e for e in evs if e["event"] == "round_start"), None)
             if begin is not None and "cpu" in end:  # CPU seconds: less sensitive to the load
-                end["seconds"] = {**end["seconds"], "cpu": round(end["cpu"] - begin["cpu"], 2)}
-            out["rounds"].append(
-                {
-                    "round": r,
-                    "complete": True,
-                    "seconds": end["seconds"],
-                    "K": end["K"],
-                    "mean_accuracy": end["mean_accuracy"],
-                    "rss_at_end_gib": round(end["rss"] / GIB, 3),
-                    "hwm_gib": round(peak / GIB, 3),
-                }
-            )
+                cpu = _durations([*phases, end], "cpu")
+                info["cpu_seconds"] = {**cpu, "total": round(end["cpu"] - begin["cpu"], 3)}
+            out["rounds"].append(info)
             continue
-        phases = [e for e in evs if e["event"] == "phase"]
-        seconds: dict[str, float] = {}
-        for a, b in itertools.pairwise(phases):
-            seconds[a["name"]] = round(seconds.get(a["name"], 0.0) + b["t"] - a["t"], 3)
+        last = max((e for e in evs if "t" in e), key=lambda e: e["t"])
+        info = {"round": r, "complete": False, "finished_phases": _durations(phases, "t")}
+        if all("cpu" in e for e in phases):
+            info["finished_phases_cpu"] = _durations(phases, "cpu")
         cut = phases[-1] if phases else None
-        info: dict[str, Any] = {"round": r, "complete": False, "finished_phases": seconds}
         if cut is not None:
             task = TASK_OF_PHASE.get(cut["name"])
             tasks = [e for e in _tasks_after(evs, cut) if e["task"] == task]
             info.update(
                 cut_in_phase=cut["name"],
-                cut_phase_elapsed_s=round(last_t - cut["t"], 3),
+                cut_phase_elapsed_s=round(last["t"] - cut["t"], 3),
                 tasks_done_in_cut_phase=len(tasks),
                 mean_task_s=round(sum(e["s"] for e in tasks) / len(tasks), 5) if tasks else None,
             )
+            if "cpu" in cut and tasks and all("c" in e for e in tasks):
+                info["mean_task_cpu"] = round(sum(e["c"] for e in tasks) / len(tasks), 5)
+                info["cut_phase_elapsed_cpu"] = round(sum(e["c"] for e in tasks), 3)
         out["rounds"].append(info)
+    return out
+
+
+def _durations(marks: list[dict[str, Any]], clock: str) -> dict[str, float]:
+    """Seconds of each phase on `clock` ("t": wall, "cpu") between consecutive marks (phase
+    events, then the round's end when it has one); a phase that recurs is summed."""
+    out: dict[str, float] = {}
+    for a, b in itertools.pairwise(marks):
+        if a["event"] == "phase":
+            out[a["name"]] = round(out.get(a["name"], 0.0) + b[clock] - a[clock], 3)
     return out
 
 
@@ -437,45 +451,56 @@ UNITS = {  # what each phase's seconds scale with (N clients, U public samples)
     "server_distillation": lambda n, u: u,
     "client_distillation": lambda n, u: n * u,
 }
+# Per clock: the seconds of a complete round, of a cut round's finished phases, of one client
+# task, and of the cut phase so far.
+CLOCKS = {
+    "wall": ("seconds", "finished_phases", "mean_task_s", "cut_phase_elapsed_s"),
+    "cpu": ("cpu_seconds", "finished_phases_cpu", "mean_task_cpu", "cut_phase_elapsed_cpu"),
+}
 
 
-def rates(cells: list[dict[str, Any]]) -> tuple[dict[str, float], str | None]:
+def rates(cells: list[dict[str, Any]], clock: str = "wall") -> tuple[dict[str, float], str | None]:
     """Seconds per unit of each phase from the largest train cell with a complete round."""
+    key = CLOCKS[clock][0]
     done = [
         c
         for c in cells
-        if c["kind"] == "train" and any(r.get("complete") for r in c.get("rounds", []))
+        if c["kind"] == "train" and any(r.get("complete") and key in r for r in c.get("rounds", []))
     ]
     if not done:
         return {}, None
     best = max(done, key=lambda c: c["clients"] * c["public"])
-    complete = [r for r in best["rounds"] if r.get("complete")]
+    complete = [r for r in best["rounds"] if r.get("complete") and key in r]
     out = {}
     for phase, unit in UNITS.items():
-        values = [r["seconds"].get(phase, 0.0) for r in complete]
+        values = [r[key].get(phase, 0.0) for r in complete]
         out[phase] = sum(values) / len(values) / unit(best["clients"], best["public"])
     return out, best["cell"]
 
 
-def project(cell: dict[str, Any], rate: dict[str, float]) -> float | None:
+def project(cell: dict[str, Any], rate: dict[str, float], clock: str = "wall") -> float | None:
     """Projected seconds of one full round of a cell cut short (see the module docstring)."""
+    _, finished_key, task_key, elapsed_key = CLOCKS[clock]
     n, u = cell["clients"], cell["public"]
     cut = next((r for r in cell.get("rounds", []) if not r.get("complete")), None)
     if cut is None and cell.get("rounds"):
         return None
     total, seen = 0.0, set()
     if cut is not None:
-        total += sum(cut["finished_phases"].values())
-        seen.update(cut["finished_phases"])
+        if finished_key not in cut:
+            return None
+        total += sum(cut[finished_key].values())
+        seen.update(cut[finished_key])
         phase = cut.get("cut_in_phase")
         if phase is not None:
             seen.add(phase)
-            done, task_s = cut.get("tasks_done_in_cut_phase", 0), cut.get("mean_task_s")
+            done, task_s = cut.get("tasks_done_in_cut_phase", 0), cut.get(task_key)
+            elapsed = cut.get(elapsed_key, 0.0)
             if phase in TASK_OF_PHASE and done and task_s is not None:
                 # `evaluation` runs three times a round; the cut one is counted once here
-                total += max(cut["cut_phase_elapsed_s"], n * task_s)
+                total += max(elapsed, n * task_s)
             elif rate:
-                total += max(cut["cut_phase_elapsed_s"], rate[phase] * UNITS[phase](n, u))
+                total += max(elapsed, rate[phase] * UNITS[phase](n, u))
             else:
                 return None
     if not rate:
@@ -485,7 +510,7 @@ def project(cell: dict[str, Any], rate: dict[str, float]) -> float | None:
 
 
 def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    rate, _ = rates(cells)
+    cpu_rate, _ = rates(cells, "cpu")
     columns = [
         "cell",
         "N",
@@ -493,9 +518,9 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
         "status",
         "peak RSS GiB",
         "build s",
-        "s/round (measured)",
+        "wall s/round",
         "CPU s/round",
-        "s/round (projected)",
+        "CPU s/round (projected)",
         "slowest phase",
     ]
     rows = []
@@ -504,6 +529,7 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
     ):
         complete = [r for r in c.get("rounds", []) if r.get("complete")]
         measured = " / ".join(f"{r['seconds']['total']:.0f}" for r in complete) if complete else "-"
+        cpu = " / ".join(f"{r['cpu_seconds']['total']:.0f}" for r in complete if "cpu_seconds" in r)
         slow = "-"
         if complete:
             secs = {k: v for k, v in complete[0]["seconds"].items() if k in UNITS}
@@ -516,8 +542,7 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
                     slow += f" ({cut['tasks_done_in_cut_phase']} of {c['clients']} clients)"
             elif not c.get("rounds"):
                 slow = "cut while building" if "build_s" not in c else "cut before round 1"
-        cpu = " / ".join(f"{r['seconds']['cpu']:.0f}" for r in complete if "cpu" in r["seconds"])
-        projected = project(c, rate) if c["kind"] == "train" else None
+        projected = project(c, cpu_rate, "cpu") if c["kind"] == "train" else None
         name = c["cell"] + (f" [{c['tag']}]" if c.get("tag") else "")
         rows.append(
             [
@@ -534,6 +559,24 @@ def table(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
             ]
         )
     return columns, rows
+
+
+def cell_folder(work: Path, cell: str, tag: str) -> Path:
+    return work / f"{cell.replace(':', '-')}{'-' + tag if tag else ''}"
+
+
+def resummarise(cells: list[dict[str, Any]], work: Path) -> None:
+    """Recompute each cell's summary from the events its folder kept (e.g. after changing
+    this script's summary); status, wall and memory guards stay as they were recorded."""
+    for c in cells:
+        folder = cell_folder(work, c["cell"], c.get("tag") or "")
+        events = _read_events(folder / "events.jsonl")
+        if not events:
+            continue
+        fresh = summarise_cell(events, c["clients"], c["public"])
+        hwm = fresh.pop("hwm_max")
+        c.update(fresh)
+        c["peak_rss_gib"] = max(c["peak_rss_gib"], round(hwm / GIB, 3))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -557,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--src", default=None, help="cosmosfl source tree for the children")
     parser.add_argument("--tag", default="", help="label of these cells (e.g. before)")
     parser.add_argument("--work", default=str(REPO / "runs" / "scale"))
+    parser.add_argument(
+        "--resummarise", action="store_true", help="rebuild OUT's cells from --work's events"
+    )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "scale.json"))
     args = parser.parse_args(argv)
     if args.child:
@@ -565,6 +611,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     previous = json.loads(out.read_text())["data"]["cells"] if out.is_file() else []
     cells = {(c["cell"], c.get("tag") or ""): c for c in previous}
+    if args.resummarise:
+        resummarise(list(cells.values()), Path(args.work))
+        _write(out, list(cells.values()))
+        print(_markdown(list(cells.values())))
+        return 0
     for cell in args.cells.split(","):
         print(f"{cell} {args.tag} ...", flush=True)
         result = run_cell(cell, args, Path(args.work))
@@ -590,6 +641,7 @@ def _write(out: Path, cells: list[dict[str, Any]]) -> None:
 
     columns, rows = table(cells)
     rate, source = rates(cells)
+    cpu_rate, cpu_source = rates(cells, "cpu")
     payload = {
         "benchmark": "scale",
         "title": "Scale limits of the in-process engine (COSMOS, MNIST, 2 rounds)",
@@ -599,11 +651,27 @@ def _write(out: Path, cells: list[dict[str, Any]]) -> None:
         "rows": rows,
         "notes": [
             "peak RSS: the child's VmHWM, or the highest RSS polled (every 0.2 s) when killed",
-            "s/round (measured): metrics.jsonl `seconds.total` of each finished round",
-            f"s/round (projected): one round of a cut cell; phases not reached from {source}",
+            "wall s/round: metrics.jsonl `seconds.total` of each finished round",
+            "CPU s/round: the child's CPU seconds over the round (about an idle core's wall)",
+            f"CPU s/round (projected): one round of a cut cell; phases not reached from "
+            f"{cpu_source} (wall projections in data.projected_round_s)",
             "server cells: stub clients (no training): the server side's memory and seconds",
         ],
-        "data": {"cells": cells, "rates": rate, "rates_from": source},
+        "data": {
+            "cells": cells,
+            "rates": rate,
+            "rates_from": source,
+            "cpu_rates": cpu_rate,
+            "cpu_rates_from": cpu_source,
+            "projected_round_s": {
+                f"{c['cell']} {c.get('tag') or ''}".strip(): {
+                    "wall": project(c, rate, "wall"),
+                    "cpu": project(c, cpu_rate, "cpu"),
+                }
+                for c in cells
+                if c["kind"] == "train"
+            },
+        },
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2, default=str) + "\n")

@@ -20,11 +20,13 @@ def scale():  # type: ignore[no-untyped-def]
 
 
 def ev(event, t, round_=0, rss=1 << 30, **fields):  # type: ignore[no-untyped-def]
-    return {"event": event, "t": t, "rss": rss, "hwm": rss, "round": round_, **fields}
+    # CPU seconds at half the wall seconds: the process had half a core
+    line = {"event": event, "t": t, "rss": rss, "hwm": rss, "round": round_, "cpu": t / 2}
+    return {**line, **fields}
 
 
 def task(round_, name, s, t=20.5):  # type: ignore[no-untyped-def]
-    return {"event": "task", "t": t, "round": round_, "task": name, "s": s}
+    return {"event": "task", "t": t, "round": round_, "task": name, "s": s, "c": s / 2}
 
 
 SECONDS = {"local_training": 2.0, "prediction": 1.0, "client_distillation": 10.0, "total": 13.0}
@@ -56,6 +58,14 @@ def test_a_finished_round_and_a_round_cut_in_client_distillation(scale):
     assert cut["cut_in_phase"] == "client_distillation"
     assert cut["tasks_done_in_cut_phase"] == 1  # the distill tasks after its phase began
     assert cut["cut_phase_elapsed_s"] == 4.0 and cut["mean_task_s"] == 2.0
+    # the same on the CPU clock, from the events
+    assert first["cpu_seconds"] == {"local_training": 6.5, "total": 6.5}
+    assert cut["finished_phases_cpu"] == {
+        "local_training": 1.0,
+        "prediction": 0.5,
+        "evaluation": 0.5,
+    }
+    assert cut["mean_task_cpu"] == 1.0 and cut["cut_phase_elapsed_cpu"] == 1.0
 
 
 def test_projection_scales_the_cut_phase_and_adds_phases_not_reached(scale):
@@ -79,6 +89,15 @@ def test_projection_scales_the_cut_phase_and_adds_phases_not_reached(scale):
     rate["server_distillation"] = 0.01  # per sample of U: 1 s here
     # finished 3 s + cut phase 10 clients x 1.5 s + server distillation 1 s
     assert scale.project(cell, rate) == pytest.approx(19.0)
+    cpu_cut = {
+        **cell["rounds"][0],
+        "finished_phases_cpu": {"local_training": 1.0},
+        "mean_task_cpu": 0.5,
+        "cut_phase_elapsed_cpu": 1.0,
+    }
+    # 1 s finished + 10 clients x 0.5 s + 1 s server distillation (prediction not reached: 0)
+    assert scale.project({**cell, "rounds": [cpu_cut]}, rate, "cpu") == pytest.approx(7.0)
+    assert scale.project(cell, rate, "cpu") is None  # no CPU figures recorded
     done = {**cell, "rounds": [{"round": 1, "complete": True, "seconds": SECONDS}]}
     assert scale.project(done, rate) is None  # nothing to project: measured
 
