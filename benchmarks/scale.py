@@ -332,6 +332,7 @@ def run_cell(cell: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         public=u,
         status=status,
         wall_s=round(wall, 1),
+        rounds_requested=args.rounds,
         cpu_s=round(cpu, 1),
         peak_rss_gib=round(max(polled, result.pop("hwm_max", 0)) / GIB, 3),
         memory_limit_gib=args.memory_limit_gib,
