@@ -24,11 +24,13 @@ target_clusters 5, λ = 5, every epoch count 1, 2 rounds):
   without the client training that makes real cells slow.
 
 A cell cut by the timeout records the phases it finished, the client tasks it finished in the
-phase it was cut in, and a projection of its rounds (labelled as such): finished phases as
-measured, the cut phase scaled by N / tasks finished, phases not reached from the per-unit
-rates of the largest finished train cell (prediction and client distillation per client per
-sample of U, local training per private sample, evaluation per client, server distillation per
-sample of U, clustering per N² x |U|). Results are merged, by cell, into OUT (default
+phase it was cut in, and a projection of its round 1 (labelled as such, on the wall and on the
+CPU clock): finished phases as measured, the cut phase as N x the mean client task, phases not
+reached from per-unit rates, each from the train cell that ran most of that phase in round 1
+(prediction and client distillation per client per sample of U, local training per private
+sample, evaluation per client, server distillation per sample of U, clustering per N² x |U|).
+CPU seconds are the child's own (user + system), about what the round would take on an idle
+core. Results are merged, by cell, into OUT (default
 benchmarks/results/scale.json); the table is printed.
 """
 
@@ -49,8 +51,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
 DEFAULT_CELLS = [
-    f"{kind}:{n}x{u}" for kind in ("train",) for n in (100, 1000, 5000) for u in (10_000, 50_000)
-] + ["server:5000x10000", "server:5000x50000"]
+    *(f"train:{n}x{u}" for n in (100, 1000, 5000) for u in (10_000, 50_000)),
+    "server:2000x50000",
+    "server:5000x50000",
+]
 CLIENT_PHASES = ("local_training", "prediction", "client_distillation", "evaluation")
 TASK_OF_PHASE = {
     "local_training": "train_local",
@@ -460,23 +464,32 @@ CLOCKS = {
 }
 
 
-def rates(cells: list[dict[str, Any]], clock: str = "wall") -> tuple[dict[str, float], str | None]:
-    """Seconds per unit of each phase from the largest train cell with a complete round."""
-    key = CLOCKS[clock][0]
-    done = [
-        c
-        for c in cells
-        if c["kind"] == "train" and any(r.get("complete") and key in r for r in c.get("rounds", []))
-    ]
-    if not done:
-        return {}, None
-    best = max(done, key=lambda c: c["clients"] * c["public"])
-    complete = [r for r in best["rounds"] if r.get("complete") and key in r]
-    out = {}
-    for phase, unit in UNITS.items():
-        values = [r[key].get(phase, 0.0) for r in complete]
-        out[phase] = sum(values) / len(values) / unit(best["clients"], best["public"])
-    return out, best["cell"]
+def rates(
+    cells: list[dict[str, Any]], clock: str = "wall"
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Seconds per unit of each phase in round 1 (pre-training and clustering included), each
+    from the train cell with the most units of that phase that finished it: a complete round,
+    or a phase a cut round finished (evaluation, three times a round, from complete rounds
+    only). Returns the rates and, per phase, the cell it came from."""
+    key, finished_key = CLOCKS[clock][:2]
+    best: dict[str, tuple[float, float, str]] = {}  # phase -> (units, seconds, cell)
+    for c in cells:
+        if c["kind"] != "train" or c.get("tag"):
+            continue
+        first = next((r for r in c.get("rounds", []) if r.get("round") == 1), None)
+        if first is None:
+            continue
+        measured = first.get(key) if first.get("complete") else first.get(finished_key)
+        for phase, seconds in (measured or {}).items():
+            if phase not in UNITS or (phase == "evaluation" and not first.get("complete")):
+                continue
+            units = UNITS[phase](c["clients"], c["public"])
+            if phase not in best or units > best[phase][0]:
+                best[phase] = (units, seconds, c["cell"])
+    if set(best) != set(UNITS):
+        return {}, {}
+    rate = {phase: seconds / units for phase, (units, seconds, _) in best.items()}
+    return rate, {phase: cell for phase, (_, _, cell) in best.items()}
 
 
 def project(cell: dict[str, Any], rate: dict[str, float], clock: str = "wall") -> float | None:
@@ -654,8 +667,9 @@ def _write(out: Path, cells: list[dict[str, Any]]) -> None:
             "peak RSS: the child's VmHWM, or the highest RSS polled (every 0.2 s) when killed",
             "wall s/round: metrics.jsonl `seconds.total` of each finished round",
             "CPU s/round: the child's CPU seconds over the round (about an idle core's wall)",
-            f"CPU s/round (projected): one round of a cut cell; phases not reached from "
-            f"{cpu_source} (wall projections in data.projected_round_s)",
+            "CPU s/round (projected): round 1 of a cut cell; phases not reached from per-phase "
+            "rates (data.cpu_rates, from the cells in data.cpu_rates_from; wall projections in "
+            "data.projected_round_s)",
             "server cells: stub clients (no training): the server side's memory and seconds",
         ],
         "data": {

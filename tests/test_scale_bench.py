@@ -102,19 +102,39 @@ def test_projection_scales_the_cut_phase_and_adds_phases_not_reached(scale):
     assert scale.project(done, rate) is None  # nothing to project: measured
 
 
-def test_rates_come_from_the_largest_train_cell_with_a_finished_round(scale):
+def test_rates_come_from_the_cell_that_ran_most_of_each_phase(scale):
     small = {
         "kind": "train",
         "cell": "train:10x100",
         "clients": 10,
         "public": 100,
-        "rounds": [{"complete": True, "seconds": SECONDS}],
+        "rounds": [{"round": 1, "complete": True, "seconds": {**SECONDS, "evaluation": 1.0}}],
     }
     big = {**small, "cell": "train:20x100", "clients": 20}
-    cut = {**small, "cell": "train:99x100", "clients": 99, "rounds": [{"complete": False}]}
-    rate, source = scale.rates([small, big, cut])
-    assert source == "train:20x100"
+    cut = {
+        **small,
+        "cell": "train:99x100",
+        "clients": 99,
+        "rounds": [
+            {
+                "round": 1,
+                "complete": False,
+                "finished_phases": {"local_training": 4.0, "prediction": 9.0, "evaluation": 0.1},
+            }
+        ],
+    }
+    tagged = {**big, "cell": "train:500x100", "clients": 500, "tag": "before"}
+    rate, source = scale.rates([small, big, cut, tagged])
+    assert rate == {} and source == {}  # clustering and two more phases measured nowhere
+    for cell in (small, big):
+        cell["rounds"][0]["seconds"].update(clustering=0.5, server_distillation=1.0)
+    rate, source = scale.rates([small, big, cut, tagged])
+    assert source["client_distillation"] == "train:20x100"
     assert rate["client_distillation"] == pytest.approx(10.0 / (20 * 100))
+    assert source["prediction"] == "train:99x100"  # a phase the cut cell finished
+    assert rate["prediction"] == pytest.approx(9.0 / (99 * 100))
+    assert source["evaluation"] == "train:20x100"  # from complete rounds only
+    assert source["local_training"] == "train:10x100"  # same units (private samples): first
     assert rate["local_training"] == pytest.approx(2.0 / (scale.MNIST_TRAIN - 100))
 
 
