@@ -339,3 +339,43 @@ def test_cosmos_builds_no_model_itself_and_says_where_a_factory_comes_from():
     algo = Cosmos(server_model="mlp", pretrain_epochs=0, target_clusters=1)
     with pytest.raises(ValueError, match=r"no server_learner.*simulate and run_experiment"):
         engine.run_round(algo, 1, 1)
+
+
+def test_distillation_targets_are_encoded_once_per_cluster():
+    # With a lossy codec the members of a cluster share one encoded copy of h_k(U) (N encoded
+    # copies would grow with clients x |U|); each client still receives its cluster's targets.
+    from cosmosfl.engines import SimulationEngine
+    from cosmosfl.experiment.server_models import provide_server_learner
+
+    clients, public_x, _ = small_federation()
+    engine = SimulationEngine(clients, public_x, seed=0)
+    sent = {}
+
+    class Spy(SpyFederation):
+        def send(self, messages, expect=None):
+            if next(iter(messages.values())).task == P.DISTILL:
+                sent.update(messages)
+            return self.engine.send(messages, expect)
+
+    algo = Cosmos(
+        target_clusters=3,
+        codec="uint8",
+        server_model="mlp",
+        pretrain_epochs=1,
+        local_epochs=1,
+        server_epochs=1,
+        distill_epochs=1,
+    )
+    provide_server_learner(algo, engine.device)
+    record = algo.run_round(Spy(engine), 1)
+    assert set(sent) == set(engine.client_ids)
+    by_cluster = {}
+    for cid, message in sent.items():
+        by_cluster.setdefault(algo.assignment[cid], []).append(message.arrays["targets.uint8"])
+    assert len(by_cluster) == record.info["K"] == 3
+    for arrays in by_cluster.values():
+        assert all(a is arrays[0] for a in arrays)
+    firsts = [arrays[0] for arrays in by_cluster.values()]
+    assert len({id(a) for a in firsts}) == len(firsts)
+    n = len(public_x)
+    assert all(a.shape == (n, 10) and a.dtype == np.uint8 for a in firsts)

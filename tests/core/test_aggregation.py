@@ -61,3 +61,54 @@ def test_temperature():
     assert np.isfinite(tiny).all() and np.allclose(tiny, hard, atol=1e-6)
     with pytest.raises(ValueError, match="temperature"):
         apply_temperature(p, -1)
+
+
+def _stacked(probs, rule, trim_fraction=0.2):
+    """The reference: every matrix copied to float64 and stacked (the earlier implementation)."""
+    stack = np.stack([np.asarray(p, dtype=np.float64) for p in probs])
+    if rule == "mean":
+        out = stack.mean(axis=0)
+    elif rule == "median":
+        med = np.median(stack, axis=0)
+        out = med / med.sum(-1, keepdims=True)
+    elif rule == "max":
+        best = stack.max(axis=2).argmax(axis=0)
+        out = stack[best, np.arange(stack.shape[1])]
+    else:
+        k = len(probs)
+        cut = int(np.floor(trim_fraction * k))
+        kept = np.sort(stack, axis=0)[cut : k - cut].mean(axis=0)
+        out = kept / kept.sum(-1, keepdims=True)
+    return out.astype(np.float32)
+
+
+@pytest.mark.parametrize("rule", ["mean", "median", "max", "trimmed_mean"])
+@pytest.mark.parametrize("k", [1, 2, 9, 17, 300])
+def test_same_bits_as_the_stacked_float64_reference(rule, k):
+    # The mean is a running float64 sum (no stacked copy of the clients' labels); records
+    # must not change, so it must give exactly the bits of the mean over a float64 stack.
+    rng = np.random.default_rng(k)
+    probs = [rng.dirichlet(np.full(10, 0.3), 257).astype(np.float32) for _ in range(k)]
+    assert np.array_equal(
+        aggregate(probs, rule).view(np.uint32), _stacked(probs, rule).view(np.uint32)
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_mean_of_other_float_dtypes(dtype):
+    rng = np.random.default_rng(0)
+    probs = [rng.dirichlet(np.ones(4), 50).astype(dtype) for _ in range(5)]
+    assert np.array_equal(aggregate(probs, "mean"), _stacked(probs, "mean"))
+
+
+@pytest.mark.parametrize("rule", ["mean", "median", "max", "trimmed_mean"])
+def test_matrices_of_different_shapes_are_refused(rule):
+    # Never broadcast a (1, M) or shorter matrix into the others.
+    with pytest.raises(ValueError, match="differ in shape"):
+        aggregate([A, A[:1]], rule)
+
+
+def test_inputs_are_left_unchanged():
+    a, b = A.copy(), B.copy()
+    aggregate([a, b], "mean")
+    assert np.array_equal(a, A) and np.array_equal(b, B)

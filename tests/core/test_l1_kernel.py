@@ -97,3 +97,34 @@ def test_kernel_rejects_wrong_dtypes():
 def test_numba_backend_is_l1_only():
     with pytest.raises(ValueError, match="l1 distances only"):
         pairwise_distances(random_probs(3), "l2", backend="numba")
+
+
+CHILD = """
+import sys, numpy as np, torch
+torch.set_num_threads(int(sys.argv[1]))
+from cosmosfl.core.clustering import pairwise_distances
+rng = np.random.default_rng(0)
+probs = [rng.dirichlet(np.ones(7), 50).astype(np.float32) for _ in range(5)]
+pairwise_distances(probs, backend="numba")
+print(torch.get_num_threads())
+"""
+
+
+@needs_numba
+def test_torch_keeps_its_thread_count_after_the_kernel():
+    # numba's OpenMP layer, when it starts (the first kernel call of a process), sets the
+    # process's OpenMP thread count, which torch shares: a run with `threads: 1` then trained
+    # every model after its clustering with numba's count. A fresh process, so the first
+    # call is the one checked.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(clustering.__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": src}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, "1"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) == 1

@@ -235,11 +235,11 @@ class Cosmos(ClusterMembership, Algorithm):
                 "lam": self.lam,
                 "client_weights": self.client_weights,
             }
+            # Encoded once per cluster, shared by its members' messages (not one copy each).
+            encoded = {k: codecs.encode_probs(t, self.codec, "targets") for k, t in targets.items()}
             distilled = fed.send(
                 {
-                    cid: P.Message(
-                        P.DISTILL, config, codecs.encode_probs(targets[k], self.codec, "targets")
-                    )
+                    cid: P.Message(P.DISTILL, config, dict(encoded[k]))
                     for cid, k in self.assignment.items()
                 }
             )

@@ -23,6 +23,32 @@ def _normalise(p: np.ndarray) -> np.ndarray:
     return np.where(s > 0, p / np.where(s > 0, s, 1.0), uniform)
 
 
+def _shape_of(probs: Sequence[np.ndarray]) -> tuple[int, ...]:
+    shapes = {np.shape(p) for p in probs}
+    if len(shapes) != 1:
+        raise ValueError(
+            f"pseudo-label matrices differ in shape: {', '.join(map(str, sorted(shapes)))}"
+        )
+    return shapes.pop()
+
+
+def _float64_sum(probs: Sequence[np.ndarray]) -> np.ndarray:
+    """Sum of the matrices in float64, accumulated one matrix at a time in list order."""
+    _shape_of(probs)
+    total = np.array(probs[0], dtype=np.float64)
+    for p in probs[1:]:
+        total += np.asarray(p)  # float32 widened exactly to float64, then added
+    return total
+
+
+def _stack_float64(probs: Sequence[np.ndarray]) -> np.ndarray:
+    """One float64 (K, n, M) array of the matrices, filled in place (no per-matrix copies)."""
+    stack = np.empty((len(probs), *_shape_of(probs)), dtype=np.float64)
+    for i, p in enumerate(probs):
+        stack[i] = p
+    return stack
+
+
 def aggregate(
     probs: Sequence[np.ndarray], rule: str = "mean", *, trim_fraction: float = 0.2
 ) -> np.ndarray:
@@ -35,10 +61,14 @@ def aggregate(
     check(AGGREGATION, "aggregation", rule)
     if len(probs) == 0:
         raise ValueError("cannot aggregate an empty list of pseudo-labels")
-    stack = np.stack([np.asarray(p, dtype=np.float64) for p in probs])  # (K, n, M)
     if rule == "mean":
-        out = stack.mean(axis=0)
-    elif rule == "median":
+        # A running float64 sum: the same additions, in the same order, as the mean over a
+        # stacked (K, n, M) copy, so the same bits, without K float64 copies of the labels
+        # (with thousands of clients and a large U those copies cost more than the labels).
+        total = _float64_sum(probs)
+        return (total / len(probs)).astype(np.float32)
+    stack = _stack_float64(probs)  # (K, n, M)
+    if rule == "median":
         out = _normalise(np.median(stack, axis=0))
     elif rule == "max":
         confidence = stack.max(axis=2)  # (K, n)

@@ -109,6 +109,13 @@ def add_upper_l1(block: np.ndarray, out: np.ndarray, threads: int | None = None)
         raise ValueError(f"block must be a 2-D float32 array, got {block.dtype} {block.shape}")
     if out.shape != (block.shape[0], block.shape[0]) or out.dtype != np.float64:
         raise ValueError(f"out must be ({block.shape[0]}, {block.shape[0]}) float64")
+    import torch
+
+    # numba's OpenMP layer sets the process's OpenMP thread count (numba.set_num_threads),
+    # which torch's intra-op parallelism shares: without putting torch's back, every torch
+    # call after a clustering ran with numba's thread count, ignoring `threads: 1` (on a
+    # loaded machine client distillation became 5-20x slower; benchmarks/scale.py).
+    torch_threads = torch.get_num_threads()
     previous = numba.get_num_threads()
     if threads is not None:
         numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
@@ -117,3 +124,5 @@ def add_upper_l1(block: np.ndarray, out: np.ndarray, threads: int | None = None)
             _kernel(np.ascontiguousarray(block[:, start : start + COLUMNS]), out, TILE)
     finally:
         numba.set_num_threads(previous)
+        if torch.get_num_threads() != torch_threads:
+            torch.set_num_threads(torch_threads)
