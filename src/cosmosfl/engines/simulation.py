@@ -275,7 +275,7 @@ class SimulationEngine:
         record = RoundLog(
             round_num,
             algorithm.name,
-            algorithm.primary_model,
+            algorithm.reported_model,
             rec,
             bytes_up=self._bytes_up,
             bytes_down=self._bytes_down,

@@ -405,7 +405,7 @@ class FlowerFederation:
         record = RoundLog(
             round_num,
             algorithm.name,
-            algorithm.primary_model,
+            algorithm.reported_model,
             rec,
             bytes_up=self._bytes_up,
             bytes_down=self._bytes_down,
