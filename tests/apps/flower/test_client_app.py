@@ -41,7 +41,7 @@ def test_a_node_prepares_only_its_own_partition_and_U(tmp_path, monkeypatch) -> 
     own_rows = len(full.public_x) + len(mine.train[0]) + len(mine.test[0])
     own_rows += len(mine.validation[0])
     assert sum(prepared) == own_rows  # no other client's images are ever standardised
-    assert list(client_app._CLIENTS) == [(settings_for(cfg).config_text, 2)]
+    assert list(client_app._CLIENTS) == [(None, settings_for(cfg).config_text, 2)]
     # ... and what it builds is exactly that client of the full build.
     assert client.id == 2
     for mine_part, full_part in zip(

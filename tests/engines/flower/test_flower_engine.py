@@ -245,7 +245,12 @@ def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
     fed = federation(cfg, grid)
     fed.send({0: P.Message(P.TRAIN_LOCAL, {"epochs": 1})})
     trained = dict(fed.send({0: P.Message(P.PREDICT_PUBLIC)}))[0].arrays["probs"]
-    client, initial = client_app._CLIENTS[(dump_config(cfg), 0)]
+    (
+        client,
+        initial,
+    ) = next(  # the process cache is keyed by (run id, config, partition)
+        v for k, v in client_app._CLIENTS.items() if k[1:] == (dump_config(cfg), 0)
+    )
     client.set_state(initial)  # the process's copy forgets the training: only context.state knows
     again = dict(fed.send({0: P.Message(P.PREDICT_PUBLIC)}))[0].arrays["probs"]
     np.testing.assert_array_equal(again, trained)

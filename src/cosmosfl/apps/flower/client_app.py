@@ -12,6 +12,7 @@ runtime reuses one process for many clients.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import io
 import os
@@ -39,7 +40,7 @@ STATE_KEY = "cosmosfl.learner"
 
 # Per process: (config text, partition id) -> (client with data and learner, the learner's
 # initial state). Never the trained state: that lives in `context.state`.
-_CLIENTS: dict[tuple[str, int], tuple[Client, Any]] = {}
+_CLIENTS: dict[tuple[int | None, str, int], tuple[Client, Any]] = {}
 # Per process: config text -> the client handlers of its algorithm.
 _HANDLERS: dict[str, ClientHandlers] = {}
 
@@ -48,7 +49,7 @@ ClientHook = Callable[[Client, codec.Item], None]
 
 
 def load_client(
-    settings: AppSettings, pid: int, cache_dir: str | None = None
+    settings: AppSettings, pid: int, cache_dir: str | None = None, run_id: int | None = None
 ) -> tuple[Client, Any]:
     """(the client for partition `pid`, its learner's initial state).
 
@@ -56,7 +57,10 @@ def load_client(
     (the deployment runtime starts a process per message: rebuilding every client from the
     dataset each time would cost seconds).
     """
-    key = (settings.config_text, pid)
+    # Per run: a client object that served one run keeps more than its learner's state (a
+    # reused one made a later run with the same config differ from a fresh one), so a new
+    # run in the same process starts from the disk cache's fresh copy.
+    key = (run_id, settings.config_text, pid)
     if key in _CLIENTS:
         return _CLIENTS[key]
     cfg = settings.experiment_config()
@@ -65,10 +69,14 @@ def load_client(
         torch.set_num_threads(cfg.threads)
     path = _cache_file(settings.config_text, pid, cache_dir)
     if path.is_file():
-        # Written by this app on this node, in a directory only this user can write.
-        entry = torch.load(path, weights_only=False)
-        _CLIENTS[key] = (entry["client"], entry["initial"])
-        return _CLIENTS[key]
+        # Written by this app on this node, in a directory only this user can write, by the
+        # same cosmosfl source (the key says so); anything unreadable is rebuilt.
+        try:
+            entry = torch.load(path, weights_only=False)
+            _CLIENTS[key] = (entry["client"], entry["initial"])
+            return _CLIENTS[key]
+        except Exception:  # a damaged or foreign cache entry is only a miss
+            path.unlink(missing_ok=True)
     from cosmosfl.experiment.build import build_experiment
 
     if not 0 <= pid < cfg.data.num_clients:
@@ -103,8 +111,21 @@ def run_handlers(settings: AppSettings) -> ClientHandlers:
 def _cache_file(config_text: str, pid: int, cache_dir: str | None) -> Path:
     base = Path(cache_dir or Path(tempfile.gettempdir()) / f"cosmosfl-flower-{os.getuid()}")
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    digest = hashlib.sha256(f"{__version__}\n{config_text}".encode()).hexdigest()[:20]
+    digest = hashlib.sha256(f"{_source_fingerprint()}\n{config_text}".encode()).hexdigest()[:20]
     return base / f"{digest}-client{pid}.pt"
+
+
+@functools.cache
+def _source_fingerprint() -> str:
+    """A hash of this cosmosfl's source: a cached client is a pickle of its classes, so one
+    written by another checkout or version (the cache folder is per user, not per checkout)
+    must not be read back. Hashing ~1.5 MB of source costs a few milliseconds per process."""
+    root = Path(__file__).resolve().parents[2]  # the cosmosfl package
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def save_state(state: RecordDict, learner_state: Any) -> None:
@@ -190,7 +211,9 @@ def make_client_app(
                 client, initial = own_client(context, pid)
             else:
                 cache = context.node_config.get("cache-dir")
-                client, initial = load_client(settings, pid, str(cache) if cache else None)
+                client, initial = load_client(
+                    settings, pid, str(cache) if cache else None, run_id=context.run_id
+                )
             client.handlers = run_handlers(settings)
             saved = load_state(context.state)
             client.set_state(copy.deepcopy(initial) if saved is None else saved)
