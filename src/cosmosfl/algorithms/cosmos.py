@@ -47,6 +47,7 @@ from cosmosfl.core.clustering import (
 )
 from cosmosfl.core.constraints import Interval, Options
 from cosmosfl.core.seeds import derive_seed
+from cosmosfl.core.tasks import Distill, PredictPublic
 from cosmosfl.learners.base import Learner
 from cosmosfl.models.init import HEAD_INITS
 from cosmosfl.models.registry import model_names
@@ -199,8 +200,8 @@ class Cosmos(ClusterMembership, Algorithm):
         with fed.phase("local_training"):
             trained = train_local_with_pretraining(fed, self.pretrained, self.epochs_for)
         with fed.phase("prediction"):
-            ask = {"codec": self.codec} if self.codec != "float32" else {}
-            replies = fed.send({cid: P.Message(P.PREDICT_PUBLIC, ask) for cid in fed.client_ids})
+            ask = PredictPublic(codec=self.codec)
+            replies = fed.send(dict.fromkeys(fed.client_ids, ask))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
             if deferred(trained):  # Flower: the prediction carried the training replies
                 self.pretrained.update(trained)  # resolved by now: no extra round trip
@@ -230,19 +231,18 @@ class Cosmos(ClusterMembership, Algorithm):
             targets = {k: apply_temperature(p, self.temperature) for k, p in h_public.items()}
             if self.client_targets == "teacher":  # diagnostic: skip the server model
                 targets.update(teachers)
-            config = {
-                "epochs": self.distill_epochs,
-                "lam": self.lam,
-                "client_weights": self.client_weights,
+            # One request per cluster, shared by its members: its targets are encoded once.
+            requests = {
+                k: Distill(
+                    np.asarray(t, dtype=np.float32),
+                    epochs=self.distill_epochs,
+                    lam=self.lam,
+                    client_weights=self.client_weights,
+                    codec=self.codec,
+                )
+                for k, t in targets.items()
             }
-            # Encoded once per cluster, shared by its members' messages (not one copy each).
-            encoded = {k: codecs.encode_probs(t, self.codec, "targets") for k, t in targets.items()}
-            distilled = fed.send(
-                {
-                    cid: P.Message(P.DISTILL, config, dict(encoded[k]))
-                    for cid, k in self.assignment.items()
-                }
-            )
+            distilled = fed.send({cid: requests[k] for cid, k in self.assignment.items()})
             # KL and r_B of each client's distillation (first and last epoch): does f_i fit h_k?
             record.add_info("client_distill", reply_metrics(distilled))
         with fed.phase("evaluation"):

@@ -169,8 +169,9 @@ class Distill(Request):
     client_weights: str | None = None
     codec: str = not_sent("float32")
 
-    @property
-    def arrays(self) -> dict[str, np.ndarray]:
+    @functools.cached_property
+    def arrays(self) -> dict[str, np.ndarray]:  # type: ignore[override]
+        # Cached: one request shared by a cluster's members is encoded once, not per message.
         if self.codec == "float32":  # the reference: the targets as they are
             return super().arrays
         out = codecs.encode_probs(self.targets, codecs.check_codec(self.codec), "targets")
