@@ -18,7 +18,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cosmosfl.apps.flower.netns import PrivateNetwork
 
 CONNECTION = "cosmosfl-local"
 
@@ -74,7 +77,8 @@ def _alive(pid: int) -> bool:
 
 
 class LocalDeployment:
-    """SuperLink + N SuperNodes on 127.0.0.1, insecure unless `tls` (for local testing)."""
+    """SuperLink + N SuperNodes on 127.0.0.1, insecure unless `tls` (for local testing); with
+    `network`, each on its own address of a private virtual network instead."""
 
     def __init__(
         self,
@@ -85,10 +89,14 @@ class LocalDeployment:
         startup_timeout: float = 120.0,
         tls: bool = False,
         supernode_auth: bool = False,
+        network: PrivateNetwork | None = None,
     ) -> None:
         """`tls`: certificates from `certs.write_tls_certificates` secure every connection to
         the SuperLink; `supernode_auth` (needs `tls`): only SuperNodes whose public keys were
-        registered with `flwr supernode register` may connect."""
+        registered with `flwr supernode register` may connect. `network` (netns.py, hosts
+        "superlink" and "supernode-0", ...): the SuperLink and the `flwr` CLI run in the
+        "superlink" namespace, SuperNode i in "supernode-i"; they reach each other only over
+        the network's addresses."""
         if supernode_auth and not tls:
             raise ValueError("SuperNode authentication needs TLS (tls=True)")
         if num_supernodes < 1:
@@ -109,12 +117,25 @@ class LocalDeployment:
         self.tls, self.supernode_auth = tls, supernode_auth
         self.certs = self.work / "certificates"
         self.keys = self.work / "keys"
+        self.network = network
+        self.link_address = "127.0.0.1" if network is None else network.address("superlink")
+        if network is not None:  # fail now, not after the SuperLink started
+            for i in range(num_supernodes):
+                network.namespace(f"supernode-{i}")
+
+    def _in(self, host: str | None, command: list[str]) -> list[str]:
+        """`command` run on `host` of the private network (as is without one)."""
+        if self.network is None or host is None:
+            return command
+        return [*self.network.exec_prefix(host), *command]
 
     # -- processes ---------------------------------------------------------------------------
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, args: list[str], host: str | None = None
+    ) -> subprocess.Popen[bytes]:
         logfile = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            [str(self.bin / args[0]), *args[1:]],
+            self._in(host, [str(self.bin / args[0]), *args[1:]]),
             env=self.env,
             stdout=logfile,
             stderr=subprocess.STDOUT,
@@ -132,7 +153,9 @@ class LocalDeployment:
         if self.tls:
             from cosmosfl.apps.flower.certs import write_tls_certificates
 
-            write_tls_certificates(self.certs)
+            write_tls_certificates(
+                self.certs, hosts=tuple(dict.fromkeys(["127.0.0.1", self.link_address]))
+            )
             security = [
                 "--ssl-ca-certfile",
                 str(self.certs / "ca.crt"),
@@ -154,10 +177,13 @@ class LocalDeployment:
                 "subprocess",
                 "--disable-runtime-dependency-installation",
                 "--host",
-                "127.0.0.1",
+                # In its own namespace the SuperLink listens on every address it has (its
+                # loopback, where Flower's helpers reach it, and the private network's).
+                "127.0.0.1" if self.network is None else "0.0.0.0",
                 "--port",
                 str(self.port),
             ],
+            host="superlink",
         )
         self._wait_for_port(self.port, self.superlink, "superlink")
         connection = (
@@ -165,16 +191,22 @@ class LocalDeployment:
         )
         (self.flwr_home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "127.0.0.1:{self.port}"\n{connection}'
+            f'address = "{self.link_address}:{self.port}"\n{connection}'
         )
         for i in range(self.num_supernodes):
-            self.supernodes.append(self._spawn(f"supernode-{i}", self._supernode_args(i)))
+            self.supernodes.append(self.add_supernode(f"supernode-{i}", i))
         self.log(
-            f"SuperLink on 127.0.0.1:{self.port} and {self.num_supernodes} SuperNodes "
+            f"SuperLink on {self.link_address}:{self.port} and {self.num_supernodes} SuperNodes "
             f"(logs in {self.work})"
         )
 
-    def _supernode_args(self, i: int) -> list[str]:
+    def add_supernode(
+        self, name: str, partition_id: int, *, register: bool = True, host: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start SuperNode `name` (log: `name`.log) serving `partition_id`, on `host` of the
+        network (default: the host called `name`). With SuperNode authentication it gets a key
+        pair of its own, registered with the SuperLink unless `register` is False (a node the
+        SuperLink must refuse)."""
         args = ["flower-supernode"]
         if self.tls:
             args += ["--root-certificates", str(self.certs / "ca.crt")]
@@ -183,29 +215,40 @@ class LocalDeployment:
         if self.supernode_auth:
             from cosmosfl.apps.flower.certs import write_supernode_keys
 
-            private, public = write_supernode_keys(self.keys, f"supernode-{i}")
-            self.flwr("supernode", "register", str(public), CONNECTION)
+            private, public = write_supernode_keys(self.keys, name)
+            if register:
+                self.flwr("supernode", "register", str(public), CONNECTION)
             args += ["--auth-supernode-private-key", str(private)]
-        return [
-            *args,
+        args += [
             "--superlink",
-            f"127.0.0.1:{self.port}",
+            f"{self.link_address}:{self.port}",
             "--node-config",
-            f"partition-id={i} num-partitions={self.num_supernodes}",
+            f"partition-id={partition_id} num-partitions={self.num_supernodes}",
             "--port",
             str(free_port()),
         ]
+        return self._spawn(name, args, host=name if host is None else host)
 
     def _wait_for_port(self, port: int, proc: subprocess.Popen[bytes], name: str) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited with {proc.returncode}: {self.tail(name)}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return
+            if self._listening(port):
+                return
             time.sleep(0.5)
         raise RuntimeError(f"{name} did not listen on port {port} in {self.startup_timeout} s")
+
+    def _listening(self, port: int) -> bool:
+        if self.network is None:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+        # Only reachable from inside the network: probe from the SuperLink's namespace.
+        probe = f"import socket; socket.create_connection(({self.link_address!r}, {port}), 2)"
+        done = subprocess.run(
+            self._in("superlink", [sys.executable, "-c", probe]), capture_output=True, check=False
+        )
+        return done.returncode == 0
 
     def tail(self, name: str, lines: int = 20) -> str:
         path = self.work / f"{name}.log"
@@ -259,7 +302,7 @@ class LocalDeployment:
     # -- runs --------------------------------------------------------------------------------
     def flwr(self, *args: str, timeout: float = 120.0) -> str:
         done = subprocess.run(
-            [str(self.bin / "flwr"), *args],
+            self._in("superlink", [str(self.bin / "flwr"), *args]),
             env=self.env,
             capture_output=True,
             text=True,
