@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
+from cosmosfl.core import linkage
 from cosmosfl.core.cluster_choice import choose_clusters
-from cosmosfl.core.clustering import pairwise_distances
+from cosmosfl.core.clustering import greedy_clustering, pairwise_distances
 
 MODES = ("random", "flip", "fixed")
 RULES = {  # name -> (clustering method, B0 rule)
@@ -30,6 +31,43 @@ RULES = {  # name -> (clustering method, B0 rule)
     "greedy, silhouette": ("greedy", "silhouette"),
     "average-linkage, silhouette": ("average-linkage", "silhouette"),
     "average-linkage, largest-gap": ("average-linkage", "largest-gap"),
+}
+
+
+def _nearest(d: np.ndarray) -> np.ndarray:
+    return (d + np.diag(np.full(len(d), np.inf))).min(axis=1)
+
+
+def nn_gap_threshold(d: np.ndarray) -> float:
+    """Candidate tried (2026-12-01), not adopted: B0 in the widest gap of the sorted
+    nearest-neighbour distances, so that clients without a close neighbour (liars, it was
+    hoped) stay alone."""
+    nn = np.sort(_nearest(d))
+    if len(nn) < 2:
+        return float(nn[0]) if len(nn) else 0.0
+    i = int(np.argmax(np.diff(nn)))
+    return float((nn[i] + nn[i + 1]) / 2)
+
+
+def nn_mad_threshold(d: np.ndarray, c: float = 3.0) -> float:
+    """Candidate tried, not adopted: B0 = the largest nearest-neighbour distance that is not an
+    outlier (median + 3 MAD)."""
+    nn = _nearest(d)
+    med = np.median(nn)
+    mad = 1.4826 * np.median(np.abs(nn - med)) + 1e-12
+    return float(nn[nn <= med + c * mad].max())
+
+
+def _cut(d: np.ndarray, b0: float) -> list[list[int]]:
+    return linkage.cut_at(linkage.average_linkage(d), len(d), b0)
+
+
+# name -> clusters from (distances, number of true groups); with --candidates
+CANDIDATES = {
+    "greedy, nn-gap": lambda d, k: greedy_clustering(d, nn_gap_threshold(d)),
+    "average-linkage, nn-gap": lambda d, k: _cut(d, nn_gap_threshold(d)),
+    "greedy, nn-MAD": lambda d, k: greedy_clustering(d, nn_mad_threshold(d)),
+    "average-linkage, nn-MAD": lambda d, k: _cut(d, nn_mad_threshold(d)),
 }
 
 
@@ -58,7 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("labels", nargs="+", type=Path, help="folders of labels-seed<k>.npz")
     p.add_argument("--seeds", default="1,2,3")
+    p.add_argument(
+        "--candidates", action="store_true", help="also the nearest-neighbour rules tried"
+    )
     args = p.parse_args(argv)
+    rules = {
+        name: (lambda d, k, m=method, r=rule: choose_clusters(d, m, r, target=k).clusters)
+        for name, (method, rule) in RULES.items()
+    }
+    if args.candidates:
+        rules.update(CANDIDATES)
     results: dict[tuple[str, float, str], list[tuple[float, int, int]]] = {}
     for folder, seed in itertools.product(args.labels, [int(s) for s in args.seeds.split(",")]):
         with np.load(folder / f"labels-seed{seed}.npz") as saved:
@@ -71,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             for b in liars:
                 p_lied[b] = lie(p_lied[b], mode, np.random.default_rng(b))
             d = pairwise_distances(list(p_lied), "l1")
-            for name, (method, rule) in RULES.items():
-                clusters = choose_clusters(d, method, rule, target=k).clusters
+            for name, rule_fn in rules.items():
+                clusters = rule_fn(d, k)
                 ari, isolated = score(truth, liars, clusters)
                 results.setdefault((name, fraction, mode), []).append((ari, isolated, len(liars)))
     print("| rule | liars | mode | honest ARI, mean (min) | liars isolated |")
