@@ -42,7 +42,7 @@ def child(config: str, pid: int) -> dict[str, float]:
     from flwr.app import RecordDict
 
     import cosmosfl.experiment.runner  # noqa: F401  (load_client imports it on a message)
-    from cosmosfl.core import protocol as P
+    from cosmosfl.core import protocol
 
     out["imports"] = time.perf_counter() - t
     settings = AppSettings(Path(config).read_text(), "", True, 30.0, 5.0)
@@ -60,10 +60,10 @@ def child(config: str, pid: int) -> dict[str, float]:
     client.set_state(client_app.load_state(state))
     out["restore state"] = time.perf_counter() - t
     t = time.perf_counter()
-    client.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 1}))
+    client.handle(protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 1}))
     out["train 1 epoch"] = time.perf_counter() - t
     t = time.perf_counter()
-    client.handle(P.Message(P.PREDICT_PUBLIC))
+    client.handle(protocol.Message(protocol.PREDICT_PUBLIC))
     out["predict U"] = time.perf_counter() - t
     return out
 

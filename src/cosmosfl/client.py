@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import OWN_MODEL
 from cosmosfl.handlers.base import ClientHandlers
 from cosmosfl.handlers.default import HANDLERS as MODEL_AGNOSTIC
@@ -110,14 +110,14 @@ class Client:
         for name, learner_state in slots.items():
             self.slot(name).set_state(learner_state)
 
-    def handle(self, message: P.Message) -> P.Reply:
+    def handle(self, message: protocol.Message) -> protocol.Reply:
         """Run one protocol task; any failure becomes an error reply the server can exclude."""
         try:
             return self.handlers.serve(self, message)
-        except P.PayloadError as exc:
-            return P.Reply(message.task, error=str(exc), error_kind="payload")
+        except protocol.PayloadError as exc:
+            return protocol.Reply(message.task, error=str(exc), error_kind="payload")
         except Exception as exc:  # the server decides what a failed client means
-            return P.Reply(
+            return protocol.Reply(
                 message.task,
                 error=f"{type(exc).__name__}: {exc}",
                 error_kind="exception",

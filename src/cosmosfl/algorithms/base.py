@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Constraint, check_instance
 from cosmosfl.core.tasks import Evaluate, Request, TrainLocal
 from cosmosfl.learners.base import Learner
@@ -47,9 +47,9 @@ class Federation(Protocol):
 
     def send(
         self,
-        messages: Mapping[int, Request | P.Message],
-        expect: Mapping[str, P.ArraySpec] | None = None,
-    ) -> dict[int, P.Reply]:
+        messages: Mapping[int, Request | protocol.Message],
+        expect: Mapping[str, protocol.ArraySpec] | None = None,
+    ) -> dict[int, protocol.Reply]:
         """Deliver one request per client (a typed `Request`, or its wire form `Message`);
         return the validated replies of those that answered.
 

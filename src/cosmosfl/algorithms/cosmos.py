@@ -35,8 +35,7 @@ from cosmosfl.algorithms.base import (
 from cosmosfl.algorithms.cosmos_membership import ClusterMembership
 from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER
 from cosmosfl.algorithms.selection import select_on_validation
-from cosmosfl.core import codecs, l1_kernel
-from cosmosfl.core import protocol as P
+from cosmosfl.core import codecs, l1_kernel, protocol
 from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.cluster_choice import CLUSTERINGS
 from cosmosfl.core.clustering import (
@@ -79,7 +78,7 @@ class Cosmos(ClusterMembership, Algorithm):
         "local_epochs": EPOCHS,
         "server_epochs": EPOCHS,
         "distill_epochs": EPOCHS,
-        "client_weights": Options(P.CLIENT_WEIGHTS),
+        "client_weights": Options(protocol.CLIENT_WEIGHTS),
         "server_width": Interval(float, 0, closed="neither"),
         "server_batch_size": Interval(int, 1),
         "server_lr": Interval(float, 0, closed="neither"),

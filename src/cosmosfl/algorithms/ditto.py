@@ -39,7 +39,7 @@ from cosmosfl.algorithms.base import (
 )
 from cosmosfl.algorithms.hyperparameters import EPOCHS
 from cosmosfl.algorithms.params import GlobalModel, fetch_weights, push_weights, weighted_mean
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Interval
 from cosmosfl.core.tasks import OWN_MODEL, Request, always_sent
 
@@ -51,7 +51,7 @@ class DittoTrain(Request):
     """train_local of the model in `slot` (the personal model v_i: the client's own), with
     the proximal term `prox_mu`/2·||v − w||² towards the model in slot `prox_to` if given."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
     slot: str = OWN_MODEL
     prox_mu: float = 0.0

@@ -30,7 +30,7 @@ from typing import ClassVar
 from cosmosfl.algorithms.base import Federation, RoundRecord, evaluate_clients
 from cosmosfl.algorithms.fedavg import FedAvg
 from cosmosfl.algorithms.hyperparameters import EPOCHS
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Options
 from cosmosfl.core.tasks import OWN_MODEL, Evaluate, Request, always_sent
 
@@ -44,7 +44,7 @@ class BabuTrain(Request):
     `init_from` if given; `freeze` holds part of it fixed: "head" (train the body), "body"
     (train the head) or "" (nothing)."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
     slot: str = OWN_MODEL
     init_from: str | None = None

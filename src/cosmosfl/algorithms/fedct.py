@@ -27,7 +27,7 @@ import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
 from cosmosfl.algorithms.hyperparameters import EPOCHS
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Request, always_sent
 
 
@@ -61,7 +61,7 @@ def majority_vote(labels: Sequence[np.ndarray], num_classes: int) -> np.ndarray:
 class PredictLabels(Request):
     """predict_public of FedCT: only the argmax of each prediction on U travels (`hard`)."""
 
-    task: ClassVar[str] = P.PREDICT_PUBLIC
+    task: ClassVar[str] = protocol.PREDICT_PUBLIC
     hard: bool = always_sent(True)
 
 
@@ -70,8 +70,8 @@ class ConsensusTrain(Request):
     """train_local on the private data together with U labelled by the server's consensus
     (`public_labels`, when sent)."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
-    array_specs: ClassVar[Mapping[str, P.ArraySpec]] = {"public_labels": P.LABELS}
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
+    array_specs: ClassVar[Mapping[str, protocol.ArraySpec]] = {"public_labels": protocol.LABELS}
     epochs: int = always_sent(1)
     public_labels: np.ndarray | None = None
 
@@ -99,11 +99,11 @@ class FedCT(Algorithm):
         with fed.phase("prediction"):  # only the argmax travels
             replies = fed.send(
                 dict.fromkeys(fed.client_ids, PredictLabels()),
-                expect=P.HARD_LABELS_REPLY,
+                expect=protocol.HARD_LABELS_REPLY,
             )
         with fed.phase("aggregation"):
             votes = [np.asarray(replies[cid].arrays["labels"]) for cid in sorted(replies)]
-            consensus = majority_vote(votes, m).astype(P.label_dtype(m))
+            consensus = majority_vote(votes, m).astype(protocol.label_dtype(m))
         with fed.phase("local_training"):  # cross-entropy on D_i ∪ (U, consensus)
             message = ConsensusTrain(self.local_epochs, public_labels=consensus)
             fed.send(dict.fromkeys(fed.client_ids, message))

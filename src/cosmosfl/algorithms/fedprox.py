@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cosmosfl.algorithms.fedavg import FedAvg
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Interval
 from cosmosfl.core.tasks import Request, always_sent
 
@@ -28,7 +28,7 @@ from cosmosfl.core.tasks import Request, always_sent
 class ProxTrain(Request):
     """train_local with μ/2·||w − w^t||², w^t the weights at the start of training."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
     prox_mu: float = always_sent(0.0)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cosmosfl.algorithms.base import Federation
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import OWN_MODEL, GetWeights, SetWeights, WeightsReply
 
 Weights = dict[str, np.ndarray]
@@ -61,7 +61,7 @@ def fetch_weights(
     """Ask clients for the weights of model `slot`; returns (weights, training-set sizes) of
     those whose reply passed validation. Without a template, replies are checked against each
     other (mixing architectures raises ArchitectureMismatch)."""
-    expect = P.WEIGHTS_ANY if template is None else P.weights_spec(template)
+    expect = protocol.WEIGHTS_ANY if template is None else protocol.weights_spec(template)
     replies = fed.send(dict.fromkeys(client_ids, GetWeights(slot)), expect)
     received = {cid: WeightsReply.from_reply(r) for cid, r in replies.items()}
     weights = {cid: dict(r.weights) for cid, r in received.items()}

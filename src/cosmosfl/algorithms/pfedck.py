@@ -55,7 +55,7 @@ from cosmosfl.algorithms.params import (
     push_weights,
     weighted_mean,
 )
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Interval
 from cosmosfl.core.kmeans import kmeans_clusters
 from cosmosfl.core.seeds import derive_seed
@@ -69,7 +69,7 @@ class MutualTrain(Request):
     """train_local of the model in `slot` on labels plus kd_weight·T²·KL towards the
     predictions of the model in slot `distill_from` (T = kd_temperature)."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
     slot: str = OWN_MODEL
     distill_from: str = always_sent(OWN_MODEL)

@@ -84,7 +84,7 @@ from cosmosfl.algorithms.params import (
     fetch_weights,
     push_weights,
 )
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Interval
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.core.tasks import Request, always_sent
@@ -173,7 +173,7 @@ class HNTrain(Request):
     """train_local of the client's model, or (`recalibrate_bn`) only a recomputation of its
     BatchNorm statistics for the weights it was sent (no training)."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
     recalibrate_bn: bool = False
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 CODECS = ("float32", "float16", "uint8", "top<k>")
 QUANT_LEVELS = 255
@@ -59,7 +59,7 @@ def encode_probs(probs: np.ndarray, codec: str, name: str = "probs") -> dict[str
     idx = np.argsort(-p, axis=1, kind="stable")[:, :k]
     val = np.take_along_axis(p, idx, axis=1).astype(np.float16)
     return {
-        f"{name}.top_idx": idx.astype(P.label_dtype(p.shape[1])),
+        f"{name}.top_idx": idx.astype(protocol.label_dtype(p.shape[1])),
         f"{name}.top_val": val,
     }
 
@@ -105,11 +105,11 @@ def decode_arrays(
     """
     odd = [key for key in arrays if not isinstance(key, str)]
     if odd:
-        raise P.PayloadError(client_id, task, f"array names must be strings, got {odd!r}")
+        raise protocol.PayloadError(client_id, task, f"array names must be strings, got {odd!r}")
     n, m = context["n"], context["m"]
 
-    def fail(name: str, reason: str) -> P.PayloadError:
-        return P.PayloadError(client_id, task, f"array {name!r}: {reason}")
+    def fail(name: str, reason: str) -> protocol.PayloadError:
+        return protocol.PayloadError(client_id, task, f"array {name!r}: {reason}")
 
     # One matrix in two encodings (`probs` and `probs.uint8`) would decode to whichever came
     # last: a silent choice between two payloads, so it is refused.
@@ -173,7 +173,7 @@ def _decode_top(
     if not np.isfinite(v).all() or (v < 0).any():
         raise fail(val_name, "values must be finite and >= 0")
     kept = v.sum(axis=1)
-    if (kept > 1.0 + P.SIMPLEX_ATOL).any():
+    if (kept > 1.0 + protocol.SIMPLEX_ATOL).any():
         raise fail(val_name, f"a row's values sum to {kept.max():.4g} > 1")
     out = np.zeros((n, m), dtype=np.float64)
     if k < m:
@@ -185,7 +185,11 @@ def _decode_top(
 
 def decode_reply(reply: Any, context: Mapping[str, int], *, client_id: int, task: str) -> Any:
     """A Reply with its encoded arrays decoded; anything else is returned for validation."""
-    if not isinstance(reply, P.Reply) or reply.error is not None or not is_encoded(reply.arrays):
+    if (
+        not isinstance(reply, protocol.Reply)
+        or reply.error is not None
+        or not is_encoded(reply.arrays)
+    ):
         return reply
     arrays = decode_arrays(reply.arrays, context, client_id=client_id, task=task)
     return replace(reply, arrays=arrays)
@@ -193,16 +197,16 @@ def decode_reply(reply: Any, context: Mapping[str, int], *, client_id: int, task
 
 def receive_reply(
     reply: Any,
-    spec: Mapping[str, P.ArraySpec],
+    spec: Mapping[str, protocol.ArraySpec],
     context: Mapping[str, int],
     *,
     client_id: int,
     task: str,
     max_bytes: int,
-) -> P.Reply:
+) -> protocol.Reply:
     """What every engine does with a reply on receipt: decode its encoded arrays (bytes were
     counted encoded, before this), then validate the decoded payload; PayloadError if bad."""
     decoded = decode_reply(reply, context, client_id=client_id, task=task)
-    return P.validate_reply(
+    return protocol.validate_reply(
         decoded, spec, context, client_id=client_id, task=task, max_bytes=max_bytes
     )

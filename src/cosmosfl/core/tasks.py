@@ -30,8 +30,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from cosmosfl.core import codecs
-from cosmosfl.core import protocol as P
+from cosmosfl.core import codecs, protocol
 
 # The client's own model where a request names a model slot (on the wire: the empty name).
 OWN_MODEL = ""
@@ -69,13 +68,13 @@ class Request:
 
     task: ClassVar[str]
     # What the request's arrays must look like ("n" = |U|, "m" = classes), checked on receipt.
-    array_specs: ClassVar[Mapping[str, P.ArraySpec]] = {}
+    array_specs: ClassVar[Mapping[str, protocol.ArraySpec]] = {}
 
     @property
-    def config(self) -> dict[str, P.Scalar]:
+    def config(self) -> dict[str, protocol.Scalar]:
         """The scalar settings as they travel (see the module's wire rules)."""
         kinds = _wire_fields(type(self))
-        out: dict[str, P.Scalar] = {}
+        out: dict[str, protocol.Scalar] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is None or kinds.get(f.name, np.ndarray) is np.ndarray:
@@ -94,11 +93,11 @@ class Request:
             if kinds.get(f.name) is np.ndarray and getattr(self, f.name) is not None
         }
 
-    def to_message(self) -> P.Message:
-        return P.Message(self.task, self.config, self.arrays)
+    def to_message(self) -> protocol.Message:
+        return protocol.Message(self.task, self.config, self.arrays)
 
     @classmethod
-    def from_message(cls, message: P.Message, context: Mapping[str, int]) -> Self:
+    def from_message(cls, message: protocol.Message, context: Mapping[str, int]) -> Self:
         """The request a message carries; PayloadError for bad arrays, ValueError for settings
         this request does not have. `context` resolves the arrays' named dimensions."""
         if message.task != cls.task:
@@ -109,12 +108,14 @@ class Request:
     def receive_arrays(
         cls, arrays: Mapping[str, Any], context: Mapping[str, int]
     ) -> dict[str, np.ndarray]:
-        return P.validate_arrays(
+        return protocol.validate_arrays(
             arrays, cls.array_specs, context, client_id=None, task=cls.task, required=False
         )
 
     @classmethod
-    def from_wire(cls, config: Mapping[str, P.Scalar], arrays: Mapping[str, np.ndarray]) -> Self:
+    def from_wire(
+        cls, config: Mapping[str, protocol.Scalar], arrays: Mapping[str, np.ndarray]
+    ) -> Self:
         kinds = _wire_fields(cls)
         scalars = {name for name, kind in kinds.items() if kind is not np.ndarray}
         unknown = sorted(set(config) - scalars)
@@ -132,9 +133,9 @@ class Request:
         return cls(**values)
 
 
-def as_message(request: Request | P.Message) -> P.Message:
+def as_message(request: Request | protocol.Message) -> protocol.Message:
     """The wire form engines deliver (a `Message` passes through)."""
-    return request if isinstance(request, P.Message) else request.to_message()
+    return request if isinstance(request, protocol.Message) else request.to_message()
 
 
 # -- the protocol's requests ---------------------------------------------------------------
@@ -142,7 +143,7 @@ def as_message(request: Request | P.Message) -> P.Message:
 class TrainLocal(Request):
     """Supervised epochs on the client's private data."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
 
 
@@ -150,7 +151,7 @@ class TrainLocal(Request):
 class PredictPublic(Request):
     """Soft labels on U, sent in payload codec `codec` (core/codecs.py)."""
 
-    task: ClassVar[str] = P.PREDICT_PUBLIC
+    task: ClassVar[str] = protocol.PREDICT_PUBLIC
     codec: str = "float32"
 
 
@@ -160,8 +161,10 @@ class Distill(Request):
     with r_B weighted by `lam`; `client_weights` is how the client weights samples
     (`protocol.CLIENT_WEIGHTS`, None: uniform). `codec` encodes the targets on the wire."""
 
-    task: ClassVar[str] = P.DISTILL
-    array_specs: ClassVar[Mapping[str, P.ArraySpec]] = P.REQUEST_SPECS[P.DISTILL]
+    task: ClassVar[str] = protocol.DISTILL
+    array_specs: ClassVar[Mapping[str, protocol.ArraySpec]] = protocol.REQUEST_SPECS[
+        protocol.DISTILL
+    ]
     targets: np.ndarray
     weights: np.ndarray | None = None
     epochs: int = always_sent(1)
@@ -190,7 +193,7 @@ class Evaluate(Request):
     """Metrics of one of the client's models (`slot`) on its own `split` ("test" or
     "validation")."""
 
-    task: ClassVar[str] = P.EVALUATE
+    task: ClassVar[str] = protocol.EVALUATE
     split: str = "test"
     slot: str = OWN_MODEL
 
@@ -199,7 +202,7 @@ class Evaluate(Request):
 class GetWeights(Request):
     """The parameters of the model in `slot` (parameter-sharing baselines only)."""
 
-    task: ClassVar[str] = P.GET_WEIGHTS
+    task: ClassVar[str] = protocol.GET_WEIGHTS
     slot: str = OWN_MODEL
 
 
@@ -208,12 +211,12 @@ class SetWeights(Request):
     """Load `weights` (named as `GetWeights` returns them) into the model in `slot`. The client
     checks them against its own model (names, shapes, float32, finite) before loading."""
 
-    task: ClassVar[str] = P.SET_WEIGHTS
+    task: ClassVar[str] = protocol.SET_WEIGHTS
     weights: Mapping[str, np.ndarray] = field(default_factory=dict)
     slot: str = OWN_MODEL
 
     @property
-    def config(self) -> dict[str, P.Scalar]:
+    def config(self) -> dict[str, protocol.Scalar]:
         return {"slot": self.slot} if self.slot != OWN_MODEL else {}
 
     @property
@@ -227,7 +230,9 @@ class SetWeights(Request):
         return dict(arrays)  # checked against the receiving model by the handler
 
     @classmethod
-    def from_wire(cls, config: Mapping[str, P.Scalar], arrays: Mapping[str, np.ndarray]) -> Self:
+    def from_wire(
+        cls, config: Mapping[str, protocol.Scalar], arrays: Mapping[str, np.ndarray]
+    ) -> Self:
         unknown = sorted(set(config) - {"slot"})
         if unknown:
             raise ValueError(f"{cls.task} request has no setting(s) {', '.join(unknown)}")
@@ -238,7 +243,7 @@ class SetWeights(Request):
 class TaskReply:
     """What a client handler answers; `to_reply` gives the wire form."""
 
-    def to_reply(self, task: str) -> P.Reply:
+    def to_reply(self, task: str) -> protocol.Reply:
         raise NotImplementedError
 
 
@@ -248,8 +253,8 @@ class MetricsReply(TaskReply):
 
     metrics: Mapping[str, float] = field(default_factory=dict)
 
-    def to_reply(self, task: str) -> P.Reply:
-        return P.Reply(task, metrics=dict(self.metrics))
+    def to_reply(self, task: str) -> protocol.Reply:
+        return protocol.Reply(task, metrics=dict(self.metrics))
 
 
 @dataclass(frozen=True)
@@ -259,8 +264,10 @@ class ProbsReply(TaskReply):
     probs: np.ndarray
     codec: str = "float32"
 
-    def to_reply(self, task: str) -> P.Reply:
-        return P.Reply(task, arrays=codecs.encode_probs(self.probs, codecs.check_codec(self.codec)))
+    def to_reply(self, task: str) -> protocol.Reply:
+        return protocol.Reply(
+            task, arrays=codecs.encode_probs(self.probs, codecs.check_codec(self.codec))
+        )
 
 
 @dataclass(frozen=True)
@@ -269,8 +276,8 @@ class LabelsReply(TaskReply):
 
     labels: np.ndarray
 
-    def to_reply(self, task: str) -> P.Reply:
-        return P.Reply(task, arrays={"labels": self.labels})
+    def to_reply(self, task: str) -> protocol.Reply:
+        return protocol.Reply(task, arrays={"labels": self.labels})
 
 
 @dataclass(frozen=True)
@@ -281,12 +288,12 @@ class WeightsReply(TaskReply):
     weights: Mapping[str, np.ndarray]
     num_samples: float = 1.0
 
-    def to_reply(self, task: str) -> P.Reply:
+    def to_reply(self, task: str) -> protocol.Reply:
         metrics = {"num_samples": float(self.num_samples)}
-        return P.Reply(task, arrays=dict(self.weights), metrics=metrics)
+        return protocol.Reply(task, arrays=dict(self.weights), metrics=metrics)
 
     @classmethod
-    def from_reply(cls, reply: P.Reply) -> WeightsReply:
+    def from_reply(cls, reply: protocol.Reply) -> WeightsReply:
         """Read a validated get_weights reply on the server."""
         weights = {name: np.asarray(a) for name, a in reply.arrays.items()}
         return cls(weights, float(reply.metrics.get("num_samples", 1.0)))

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.seeds import derive_seed
 
 FAULT_MODES = ("dropout", "straggler", "crash", "corrupt")
@@ -51,7 +51,7 @@ CORRUPTIONS = (
     "not_an_array",
 )
 BYZANTINE_MODES = ("random", "flip", "fixed")
-FAULTABLE_TASKS = tuple(t for t in P.TASKS if t != P.EVALUATE)
+FAULTABLE_TASKS = tuple(t for t in protocol.TASKS if t != protocol.EVALUATE)
 
 
 class InjectedCrash(RuntimeError):
@@ -142,12 +142,12 @@ class FaultInjector:
 
     def corrupt(
         self,
-        reply: P.Reply,
+        reply: protocol.Reply,
         round_num: int,
         client: int,
         context: Mapping[str, int],
         max_bytes: int,
-    ) -> P.Reply:
+    ) -> protocol.Reply:
         """`reply` with every array replaced by a corrupted one (replies without arrays pass)."""
         if not reply.ok or not reply.arrays:
             return reply
@@ -157,26 +157,28 @@ class FaultInjector:
             k: corrupt_array(np.asarray(v), kind, rng, m=context["m"], max_bytes=max_bytes)
             for k, v in reply.arrays.items()
         }
-        return P.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
+        return protocol.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
 
     def apply(
         self,
-        reply: P.Reply,
+        reply: protocol.Reply,
         fault: str | None,
         round_num: int,
         client: int,
         context: Mapping[str, int],
         max_bytes: int,
-    ) -> P.Reply:
+    ) -> protocol.Reply:
         """The reply the server goes on with, before validation: a `corrupt` client's payload
         damaged, a Byzantine client's `predict_public` falsified, any other reply as it came."""
         if fault == "corrupt":
             return self.corrupt(reply, round_num, client, context, max_bytes)
         return self.byzantine_reply(reply, round_num, client, context["m"])
 
-    def byzantine_reply(self, reply: P.Reply, round_num: int, client: int, m: int) -> P.Reply:
+    def byzantine_reply(
+        self, reply: protocol.Reply, round_num: int, client: int, m: int
+    ) -> protocol.Reply:
         """A Byzantine client's hostile but valid answer to `predict_public`."""
-        if client not in self.byzantine or reply.task != P.PREDICT_PUBLIC or not reply.ok:
+        if client not in self.byzantine or reply.task != protocol.PREDICT_PUBLIC or not reply.ok:
             return reply
         rng = np.random.default_rng(derive_seed(self.seed, "byzantine", round_num, client) % 2**32)
         mode, fixed = self.config.byzantine_mode, self.config.byzantine_class % m
@@ -201,13 +203,13 @@ class FaultInjector:
                     out = np.zeros_like(a)
                     out[:, fixed] = 1.0
                 arrays[name] = np.ascontiguousarray(out, dtype=a.dtype)
-        return P.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
+        return protocol.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
 
 
-def crash_reply(message: P.Message) -> P.Reply:
+def crash_reply(message: protocol.Message) -> protocol.Reply:
     """What a client whose code raised at the start of `message`'s task answers."""
     err = InjectedCrash(f"injected crash in task {message.task!r}")
-    return P.Reply(message.task, error=f"InjectedCrash: {err}", error_kind="crash")
+    return protocol.Reply(message.task, error=f"InjectedCrash: {err}", error_kind="crash")
 
 
 LATE = "reply arrived after the deadline"

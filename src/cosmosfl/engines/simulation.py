@@ -19,8 +19,7 @@ import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
-from cosmosfl.core import codecs
-from cosmosfl.core import protocol as P
+from cosmosfl.core import codecs, protocol
 from cosmosfl.core.tasks import Request, as_message
 from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter
@@ -50,7 +49,7 @@ class SimulationEngine:
         seed: int = 0,
         device: str = "cpu",
         reporter: Reporter | None = None,
-        max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = True,
         faults: FaultConfig | Mapping[str, Any] | None = None,
         min_participation: float = 0.0,
@@ -154,11 +153,11 @@ class SimulationEngine:
 
     def send(
         self,
-        messages: Mapping[int, Request | P.Message],
-        expect: Mapping[str, P.ArraySpec] | None = None,
-    ) -> dict[int, P.Reply]:
+        messages: Mapping[int, Request | protocol.Message],
+        expect: Mapping[str, protocol.ArraySpec] | None = None,
+    ) -> dict[int, protocol.Reply]:
         messages = {cid: as_message(m) for cid, m in messages.items()}
-        replies: dict[int, P.Reply] = {}
+        replies: dict[int, protocol.Reply] = {}
         failures: list[str] = []
         context = {"n": len(self._public_x), "m": self._num_classes}
         # Worker processes answer all messages concurrently; replies are then processed in
@@ -181,7 +180,7 @@ class SimulationEngine:
             if fault == "dropout":  # offline: never asked, nothing sent or received
                 failures.append(f"client {cid} dropped out")
                 continue
-            self._bytes_down[cid] += P.message_bytes(message)
+            self._bytes_down[cid] += protocol.message_bytes(message)
             if fault == "crash":
                 reply = crash_reply(message)
             elif delivered is not None:
@@ -198,12 +197,12 @@ class SimulationEngine:
                     f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
                     "(run with strict=False to exclude failing clients instead)"
                 )
-            if isinstance(reply, P.Reply):
-                self._bytes_up[cid] += P.message_bytes(reply)
-            spec = P.REPLY_SPECS[message.task] if expect is None else expect
+            if isinstance(reply, protocol.Reply):
+                self._bytes_up[cid] += protocol.message_bytes(reply)
+            spec = protocol.REPLY_SPECS[message.task] if expect is None else expect
             try:
                 if fault == "straggler":
-                    raise P.PayloadError(cid, message.task, LATE)
+                    raise protocol.PayloadError(cid, message.task, LATE)
                 replies[cid] = codecs.receive_reply(
                     reply,
                     spec,
@@ -212,7 +211,7 @@ class SimulationEngine:
                     task=message.task,
                     max_bytes=self.max_payload_bytes,
                 )
-            except P.PayloadError as err:
+            except protocol.PayloadError as err:
                 failures.append(str(err))
                 self._rejected.append({"client": cid, "task": message.task, "reason": err.reason})
                 self.reporter.log(f"round {self._round}: {err}")
@@ -225,7 +224,7 @@ class SimulationEngine:
         return replies
 
     def _check_participation(
-        self, messages: Mapping[int, P.Message], replies: Mapping[int, P.Reply]
+        self, messages: Mapping[int, protocol.Message], replies: Mapping[int, protocol.Reply]
     ) -> None:
         need = math.ceil(self.min_participation * len(messages) - 1e-9)
         if len(replies) < need:
@@ -308,5 +307,5 @@ class SimulationEngine:
 def _raised(reply: Any) -> bool:
     """Whether `reply` reports an exception in client code (compared as a str only: a reply
     built by user code may hold anything, and `==` on an array is not a bool)."""
-    kind = getattr(reply, "error_kind", None) if isinstance(reply, P.Reply) else None
+    kind = getattr(reply, "error_kind", None) if isinstance(reply, protocol.Reply) else None
     return isinstance(kind, str) and kind == "exception"

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.handlers.base import ClientHandlers
 
 
@@ -124,17 +124,17 @@ class WorkerPool:
             raise RuntimeError(f"worker process {w} failed:\n{value}")
         return value
 
-    def handle(self, messages: Mapping[int, P.Message]) -> dict[int, P.Reply]:
+    def handle(self, messages: Mapping[int, protocol.Message]) -> dict[int, protocol.Reply]:
         """Every client's reply; workers run concurrently, each in client-id order."""
         unknown = sorted(set(messages) - set(self._owner))
         if unknown:
             raise KeyError(f"message addressed to unknown client {unknown[0]}")
-        shards: dict[int, dict[int, P.Message]] = {}
+        shards: dict[int, dict[int, protocol.Message]] = {}
         for cid, message in messages.items():
             shards.setdefault(self._owner[cid], {})[cid] = message
         for w, shard in shards.items():
             self._call(w, "handle", shard)
-        replies: dict[int, P.Reply] = {}
+        replies: dict[int, protocol.Reply] = {}
         for w in shards:
             replies.update(self._result(w))
         return replies

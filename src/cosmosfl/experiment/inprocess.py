@@ -11,7 +11,7 @@ import torch
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
@@ -31,7 +31,7 @@ def simulate(
     strict: bool = True,
     faults: FaultConfig | Mapping[str, Any] | None = None,
     min_participation: float = 0.0,
-    max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+    max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
     workers: int = 1,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.

@@ -23,14 +23,14 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Request, TaskReply
 
 if TYPE_CHECKING:
     from cosmosfl.client import Client
 
 R = TypeVar("R", bound=Request)
-Handler = Callable[["Client", Any], "TaskReply | P.Reply"]
+Handler = Callable[["Client", Any], "TaskReply | protocol.Reply"]
 
 
 class ClientHandlers:
@@ -63,7 +63,7 @@ class ClientHandlers:
             raise ValueError(f"task {task!r} is not served by {self.name} clients")
         return self._routes[task][0]
 
-    def serve(self, client: Client, message: P.Message) -> P.Reply:
+    def serve(self, client: Client, message: protocol.Message) -> protocol.Reply:
         """Run `message` on `client`; exceptions propagate (`Client.handle` turns them into
         error replies)."""
         request_type = self.request_type(message.task)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import (
     Distill,
     Evaluate,
@@ -64,8 +64,8 @@ def predict_public(client: Client, request: PredictPublic) -> ProbsReply:
 def distill(client: Client, request: Distill) -> MetricsReply:
     """Fit the client's model to the targets on U (+ λ·r_B), optionally importance-weighted."""
     weights, mode = request.weights, request.client_weights or "uniform"
-    if mode not in P.CLIENT_WEIGHTS:
-        raise ValueError(f"client_weights {mode!r}; allowed: {', '.join(P.CLIENT_WEIGHTS)}")
+    if mode not in protocol.CLIENT_WEIGHTS:
+        raise ValueError(f"client_weights {mode!r}; allowed: {', '.join(protocol.CLIENT_WEIGHTS)}")
     if mode == "label-prior":
         prior = label_prior_weights(client.train[1], request.targets, client.num_classes)
         weights = prior if weights is None else weights * prior

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cosmosfl.algorithms.fedbabu import BabuTrain
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import MetricsReply
 from cosmosfl.handlers import params
 from cosmosfl.handlers.base import ClientHandlers
@@ -34,9 +34,9 @@ def frozen_parameters(learner: TorchLearner, freeze: str) -> set[str]:
 @HANDLERS.handles(BabuTrain)
 def train_local(client: Client, request: BabuTrain) -> MetricsReply:
     x, y = client.train
-    learner = params.torch_learner(client, request.slot, P.TRAIN_LOCAL)
+    learner = params.torch_learner(client, request.slot, protocol.TRAIN_LOCAL)
     if request.init_from is not None:  # start from another model's weights (fine-tuning)
-        source = params.torch_learner(client, request.init_from, P.TRAIN_LOCAL)
+        source = params.torch_learner(client, request.init_from, protocol.TRAIN_LOCAL)
         learner.set_weights(source.get_weights())
     frozen = frozen_parameters(learner, request.freeze)
     return MetricsReply(learner.fit(x, y, epochs=request.epochs, frozen=frozen))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cosmosfl.algorithms.fedct import ConsensusTrain, PredictLabels
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import LabelsReply, MetricsReply, ProbsReply
 from cosmosfl.handlers import default
 from cosmosfl.handlers.base import ClientHandlers
@@ -25,7 +25,7 @@ def predict_public(client: Client, request: PredictLabels) -> LabelsReply | Prob
     if not request.hard:
         return ProbsReply(probs)
     # Only the argmax travels, in the smallest integer type that holds the classes.
-    return LabelsReply(probs.argmax(axis=1).astype(P.label_dtype(client.num_classes)))
+    return LabelsReply(probs.argmax(axis=1).astype(protocol.label_dtype(client.num_classes)))
 
 
 @HANDLERS.handles(ConsensusTrain)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cosmosfl.algorithms.fedprox import ProxTrain
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import OWN_MODEL, MetricsReply
 from cosmosfl.handlers import params
 from cosmosfl.handlers.base import ClientHandlers
@@ -20,6 +20,6 @@ HANDLERS = ClientHandlers("fedprox", base=params.HANDLERS)
 @HANDLERS.handles(ProxTrain)
 def train_local(client: Client, request: ProxTrain) -> MetricsReply:
     x, y = client.train
-    learner = params.torch_learner(client, OWN_MODEL, P.TRAIN_LOCAL)
+    learner = params.torch_learner(client, OWN_MODEL, protocol.TRAIN_LOCAL)
     terms = [proximal_term(learner, request.prox_mu)] if request.prox_mu > 0 else []
     return MetricsReply(learner.fit(x, y, epochs=request.epochs, extra_losses=terms))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import OWN_MODEL, GetWeights, MetricsReply, SetWeights, WeightsReply
 from cosmosfl.handlers import default
 from cosmosfl.handlers.base import ClientHandlers
@@ -37,15 +37,17 @@ def torch_learner(client: Client, slot: str, what: str) -> TorchLearner:
 
 @HANDLERS.handles(GetWeights)
 def get_weights(client: Client, request: GetWeights) -> WeightsReply:
-    weights = torch_learner(client, request.slot, P.GET_WEIGHTS).get_weights()
+    weights = torch_learner(client, request.slot, protocol.GET_WEIGHTS).get_weights()
     return WeightsReply(weights, num_samples=float(len(client.train[0])))
 
 
 @HANDLERS.handles(SetWeights)
 def set_weights(client: Client, request: SetWeights) -> MetricsReply:
     """Load weights after checking them against the model's own names, shapes and dtype."""
-    learner = torch_learner(client, request.slot, P.SET_WEIGHTS)
-    spec = P.weights_spec(learner.get_weights())
-    arrays = P.validate_arrays(request.weights, spec, {}, client_id=None, task=P.SET_WEIGHTS)
+    learner = torch_learner(client, request.slot, protocol.SET_WEIGHTS)
+    spec = protocol.weights_spec(learner.get_weights())
+    arrays = protocol.validate_arrays(
+        request.weights, spec, {}, client_id=None, task=protocol.SET_WEIGHTS
+    )
     learner.set_weights(arrays)
     return MetricsReply()

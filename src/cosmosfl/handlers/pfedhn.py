@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cosmosfl.algorithms.pfedhn import HNTrain
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import OWN_MODEL, MetricsReply
 from cosmosfl.handlers import params
 from cosmosfl.handlers.base import ClientHandlers
@@ -20,7 +20,7 @@ HANDLERS = ClientHandlers("pfedhn", base=params.HANDLERS)
 @HANDLERS.handles(HNTrain)
 def train_local(client: Client, request: HNTrain) -> MetricsReply:
     x, y = client.train
-    learner = params.torch_learner(client, OWN_MODEL, P.TRAIN_LOCAL)
+    learner = params.torch_learner(client, OWN_MODEL, protocol.TRAIN_LOCAL)
     if request.recalibrate_bn:  # statistics only, no training
         return MetricsReply(learner.recalibrate_batchnorm(x))
     return MetricsReply(learner.fit(x, y, epochs=request.epochs))

@@ -30,7 +30,7 @@ from flwr.clientapp import ClientApp
 from cosmosfl import __version__
 from cosmosfl.apps.flower.settings import AppSettings, partition_id
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.flower import codec
 from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.torch import TorchLearner
@@ -144,7 +144,7 @@ def load_state(state: RecordDict) -> Any | None:
     return torch.load(io.BytesIO(blob), weights_only=False)
 
 
-def evaluate_server_model(client: Client, item: codec.ServerEval) -> P.Reply:
+def evaluate_server_model(client: Client, item: codec.ServerEval) -> protocol.Reply:
     """h_π(i) on client i's test split (or the split the item names): rebuild the server
     model by registry name."""
     spec = dict(item.spec)
@@ -152,7 +152,7 @@ def evaluate_server_model(client: Client, item: codec.ServerEval) -> P.Reply:
     net = build_model(str(spec.pop("name")), **spec, seed=0)  # type: ignore[arg-type]
     net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in item.arrays.items()})
     learner = TorchLearner(net, num_classes=client.num_classes)
-    return P.Reply(P.EVALUATE, metrics=learner.evaluate(*split))
+    return protocol.Reply(protocol.EVALUATE, metrics=learner.evaluate(*split))
 
 
 def serve(client: Client, item: codec.Item) -> codec.ItemReply:
@@ -161,8 +161,8 @@ def serve(client: Client, item: codec.Item) -> codec.ItemReply:
         try:
             reply = evaluate_server_model(client, item)
         except Exception as exc:  # reported to the server, which leaves this client out
-            reply = P.Reply(
-                P.EVALUATE, error=f"{type(exc).__name__}: {exc}", error_kind="exception"
+            reply = protocol.Reply(
+                protocol.EVALUATE, error=f"{type(exc).__name__}: {exc}", error_kind="exception"
             )
         kind = codec.SERVER_EVAL
     else:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 MESSAGE_TYPE = "query.cosmosfl"
 ACTION = "cosmosfl"
@@ -39,7 +39,7 @@ class ServerEval:
     arrays: Mapping[str, np.ndarray]
 
 
-Item = P.Message | ServerEval
+Item = protocol.Message | ServerEval
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ItemReply:
     """One item's outcome: a protocol reply, or the metrics of a server-model evaluation."""
 
     kind: str
-    reply: P.Reply
+    reply: protocol.Reply
     seconds: float = 0.0
 
 
@@ -138,7 +138,7 @@ def encode_batch(batch: Batch) -> RecordDict:
     content[BATCH] = ConfigRecord({"size": len(batch.items), "round": batch.round_num})
     for i, item in enumerate(batch.items):
         if isinstance(item, ServerEval):
-            content[f"{i}.head"] = ConfigRecord({"kind": SERVER_EVAL, "task": P.EVALUATE})
+            content[f"{i}.head"] = ConfigRecord({"kind": SERVER_EVAL, "task": protocol.EVALUATE})
             content[f"{i}.config"] = ConfigRecord(dict(item.spec))
         else:
             content[f"{i}.head"] = ConfigRecord({"kind": PROTOCOL, "task": item.task})
@@ -162,7 +162,7 @@ def decode_batch(content: RecordDict) -> Batch:
         elif kind == PROTOCOL:
             task = _field(item_head, f"{i}.head", "task", str)
             try:
-                batch.items.append(P.Message(task, config, arrays))
+                batch.items.append(protocol.Message(task, config, arrays))
             except (TypeError, ValueError) as err:
                 raise RecordError(f"item {i}: {err}") from None
         else:
@@ -202,9 +202,9 @@ def decode_replies(content: RecordDict) -> tuple[int, list[ItemReply]]:
                 f"{where}['kind'] = {_short(kind)} is not {PROTOCOL} or {SERVER_EVAL}"
             )
         seconds = _field(h, where, "seconds", float, 0.0)
-        if not P.is_finite_number(seconds) or seconds < 0:
+        if not protocol.is_finite_number(seconds) or seconds < 0:
             raise RecordError(f"{where}['seconds'] = {_short(seconds)} must be finite and >= 0")
-        reply = P.Reply(
+        reply = protocol.Reply(
             _field(h, where, "task", str),
             arrays=_arrays(content.array_records.get(f"{i}.arrays"), f"{i}.arrays"),
             metrics=dict(content.metric_records.get(f"{i}.metrics", {})),

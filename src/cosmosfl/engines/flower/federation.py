@@ -37,8 +37,7 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from cosmosfl.algorithms.base import Algorithm, DeferredMetrics
-from cosmosfl.core import codecs
-from cosmosfl.core import protocol as P
+from cosmosfl.core import codecs, protocol
 from cosmosfl.core.tasks import Request, as_message
 from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
 from cosmosfl.engines.flower import codec
@@ -65,7 +64,7 @@ class FlowerFederation:
         reporter: Reporter | None = None,
         reply_timeout: float = 600.0,
         discovery_timeout: float = 300.0,
-        max_payload_bytes: int = P.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
         faults: FaultConfig | Mapping[str, Any] | None = None,
         min_participation: float = 0.0,
     ) -> None:
@@ -165,11 +164,11 @@ class FlowerFederation:
 
     def send(
         self,
-        messages: Mapping[int, Request | P.Message],
-        expect: Mapping[str, P.ArraySpec] | None = None,
-    ) -> dict[int, P.Reply]:
+        messages: Mapping[int, Request | protocol.Message],
+        expect: Mapping[str, protocol.ArraySpec] | None = None,
+    ) -> dict[int, protocol.Reply]:
         messages = {cid: as_message(m) for cid, m in messages.items()}
-        task = next(iter(messages.values())).task if messages else P.EVALUATE
+        task = next(iter(messages.values())).task if messages else protocol.EVALUATE
         unknown = sorted(set(messages) - set(self._nodes))
         if unknown:
             raise KeyError(f"message addressed to unknown client(s) {unknown}")
@@ -184,7 +183,7 @@ class FlowerFederation:
             if fault == "dropout":  # offline: never asked, nothing sent or received
                 ticket.failures.append(f"client {cid} dropped out")
                 continue
-            self._bytes_down[cid] += P.message_bytes(message)
+            self._bytes_down[cid] += protocol.message_bytes(message)
             if fault == "crash":  # raises at the start of the task: no work, an error reply
                 self._accept(ticket, cid, codec.ItemReply(codec.PROTOCOL, crash_reply(message)))
                 continue
@@ -193,14 +192,16 @@ class FlowerFederation:
         if not queued:  # every addressed client dropped out or crashed
             self._close(ticket)
             return dict(sorted(ticket.replies.items()))
-        specs = [P.REPLY_SPECS[m.task] if expect is None else expect for m in messages.values()]
+        specs = [
+            protocol.REPLY_SPECS[m.task] if expect is None else expect for m in messages.values()
+        ]
         if any(specs):  # the caller needs arrays back now
             self.flush()
             return dict(sorted(ticket.replies.items()))
         return PendingReplies(self, ticket)  # type: ignore[return-value]
 
     def _ticket(
-        self, task: str, expect: Mapping[str, P.ArraySpec] | None, clients: list[int]
+        self, task: str, expect: Mapping[str, protocol.ArraySpec] | None, clients: list[int]
     ) -> Ticket:
         self._steps += 1
         return Ticket(task, expect, clients, seq=self._steps)
@@ -227,7 +228,7 @@ class FlowerFederation:
             item = encoded[id(models[cid])]
             assert item is not None
             ticket.clients.append(cid)
-            self._eval_bytes_down[cid] += P.payload_bytes(item.arrays)
+            self._eval_bytes_down[cid] += protocol.payload_bytes(item.arrays)
             self._queue[cid].append((ticket, item))
 
         def read() -> dict[int, dict[str, float]]:
@@ -328,7 +329,7 @@ class FlowerFederation:
         if fault != "crash":  # a crashed client was never asked
             self._client_seconds[ticket.task][cid] += item.seconds
         if item.kind == codec.SERVER_EVAL:
-            bad = [k for k, v in reply.metrics.items() if not P.is_finite_number(v)]
+            bad = [k for k, v in reply.metrics.items() if not protocol.is_finite_number(v)]
             if reply.ok and not bad:
                 ticket.replies[cid] = reply
             else:
@@ -340,11 +341,11 @@ class FlowerFederation:
             reply = self.faults.apply(
                 reply, fault, self._round, cid, context, self.max_payload_bytes
             )
-        self._bytes_up[cid] += P.message_bytes(reply)
-        spec = P.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
+        self._bytes_up[cid] += protocol.message_bytes(reply)
+        spec = protocol.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
         try:
             if fault == "straggler":  # it did the work; its reply is too late to be used
-                raise P.PayloadError(cid, ticket.task, LATE)
+                raise protocol.PayloadError(cid, ticket.task, LATE)
             ticket.replies[cid] = codecs.receive_reply(
                 reply,
                 spec,
@@ -353,7 +354,7 @@ class FlowerFederation:
                 task=ticket.task,
                 max_bytes=self.max_payload_bytes,
             )
-        except P.PayloadError as err:
+        except protocol.PayloadError as err:
             ticket.failures.append(str(err))
             self._reject(ticket, cid, err.reason)
             self.log(str(err))

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.flower import codec
 from cosmosfl.learners.base import Learner
 from cosmosfl.models.registry import build_spec
@@ -23,27 +23,27 @@ class Ticket:
     """One `send` (or server evaluation): which clients were asked, and their answers."""
 
     task: str
-    expect: Mapping[str, P.ArraySpec] | None
+    expect: Mapping[str, protocol.ArraySpec] | None
     clients: list[int]
     seq: int = 0  # the order of the steps in a round: rejections are recorded in that order
     faults: dict[int, str] = field(default_factory=dict)  # injected, per client
-    replies: dict[int, P.Reply] = field(default_factory=dict)
+    replies: dict[int, protocol.Reply] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     done: bool = False
 
 
-class PendingReplies(Mapping[int, P.Reply]):
+class PendingReplies(Mapping[int, protocol.Reply]):
     """The replies to a queued request; reading them sends the queue and waits."""
 
     def __init__(self, fed: _Flushes, ticket: Ticket) -> None:
         self._fed, self._ticket = fed, ticket
 
-    def _data(self) -> dict[int, P.Reply]:
+    def _data(self) -> dict[int, protocol.Reply]:
         if not self._ticket.done:
             self._fed.flush()
         return dict(sorted(self._ticket.replies.items()))
 
-    def __getitem__(self, cid: int) -> P.Reply:
+    def __getitem__(self, cid: int) -> protocol.Reply:
         return self._data()[cid]
 
     def __iter__(self) -> Iterator[int]:
