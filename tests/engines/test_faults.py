@@ -251,3 +251,11 @@ def test_clients_excluded_at_the_end_are_named_in_the_summary_and_a_warning():
     assert all(str(c) in warning for c in last)
     clean = summarize(simulate(Probe(), make_clients(Fixed(), Fixed()), PUBLIC, rounds=1))
     assert "excluded_in_final_round" not in clean and exclusion_warning(clean) is None
+
+
+def test_random_corruption_draws_every_class():
+    from cosmosfl.engines.faults import FaultConfig, FaultInjector
+
+    inj = FaultInjector(FaultConfig(corrupt=1.0), list(range(10)), seed=0)
+    drawn = {inj.corruption(r, c) for r in range(1, 20) for c in range(10)}
+    assert drawn == set(CORRUPTIONS)
