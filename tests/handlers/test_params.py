@@ -1,5 +1,6 @@
 """The client side of the parameter-sharing baselines (handlers/params.py): weights in and out
-of a model slot, refused when they do not fit."""
+of a model slot (refused when they do not fit), slots addressed by the message's config, and a
+clear error for a learner without parameters."""
 
 import numpy as np
 
