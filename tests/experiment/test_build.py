@@ -1,10 +1,10 @@
 """Building an experiment from its config (experiment/build.py): the checks on the clients an
-algorithm accepts, the server models' settings and the validation slice."""
+algorithm accepts, the server models' settings, the validation slice and the client mix."""
 
 import numpy as np
 import pytest
 
-from cosmosfl.experiment.build import build_experiment, validation_holdout
+from cosmosfl.experiment.build import build_experiment, client_model_names, validation_holdout
 from cosmosfl.experiment.config import load_config
 
 
@@ -66,3 +66,15 @@ def test_experiment_holds_the_slice_out_of_training_for_every_algorithm():
         assert np.array_equal(a.test[1], b.test[1])
         rows = {r.tobytes() for r in b.train[0]}
         assert not any(r.tobytes() in rows for r in b.validation[0])
+
+
+def test_client_mix_is_spread_over_ids_not_blocked():
+    names = client_model_names({"a": 0.5, "b": 0.5}, 10)
+    assert names.count("a") == 5 and names.count("b") == 5
+    # Consecutive ids share a class group in the paper split: neighbours must differ.
+    assert all(names[i] != names[i + 1] for i in range(9))
+    names = client_model_names({"a": 0.5, "b": 0.3, "c": 0.2}, 10)
+    assert [names.count(x) for x in "abc"] == [5, 3, 2]
+    assert client_model_names(["x", "y"], 2) == ["x", "y"]
+    odd = client_model_names({"a": 1, "b": 1, "c": 1}, 10)  # counts by largest remainder
+    assert sorted(odd.count(x) for x in "abc") == [3, 3, 4]
