@@ -1,20 +1,18 @@
 """benchmarks/gpu.sh, the prepared GPU run: end to end at toy size on the CPU (its JSON's
-layout, every figure finite), its refusal without CUDA, and the round's budget cut."""
+layout, every figure finite), its refusal without CUDA. The round's budget cut:
+tests/bench/test_rounds.py; `cosmosfl bench gpu` without CUDA: tests/bench/test_gpu.py."""
 
-import contextlib
 import json
 import math
 import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from cosmosfl.bench import rounds
 from cosmosfl.bench.gpu import TOY
 from cosmosfl.models.registry import build_model
 
@@ -118,74 +116,3 @@ def test_gpu_sh_without_cuda_refuses_with_a_clear_message(tmp_path):
 def test_gpu_sh_rejects_unknown_options():
     proc = gpu_sh("--fast")
     assert proc.returncode == 2 and "unknown option --fast" in proc.stderr
-
-
-def test_bench_gpu_needs_cuda_unless_quick(monkeypatch, capsys):
-    from cosmosfl.cli.main import main
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert main(["bench", "gpu"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "needs a CUDA device" in err[0] and "--quick" in err[0]
-
-
-def toy_round(deadline):
-    return rounds.paper_round(
-        deadline,
-        device="cpu",
-        overrides=TOY.round_overrides,
-        synthetic=TOY.synthetic,
-        config=str(ROOT / rounds.PAPER_CONFIG),
-    )
-
-
-def test_paper_round_past_its_deadline_starts_no_phase():
-    result = toy_round(time.perf_counter() - 1)
-    assert result["completed"] is False and result["cut_in_phase"] == "local_training"
-    assert result["client_tasks"] == 0 and result["projected_total_s"] is None
-    assert set(result["phases_not_reached"]) == PHASES
-    assert "mean_accuracy" not in result
-
-
-def test_paper_round_client_tasks_refuse_work_past_the_deadline(monkeypatch):
-    # Phases unboxed: the client-side box alone must stop the round, inside its first phase.
-    monkeypatch.setattr(rounds, "_boxed_phases", _note_phase_only)
-    result = toy_round(time.perf_counter() - 1)
-    assert result["completed"] is False and result["cut_in_phase"] == "local_training"
-    assert result["client_tasks"] == 0
-    assert set(result["seconds"]) == {"local_training", "total"}
-    assert set(result["phases_not_reached"]) == PHASES - {"local_training"}
-
-
-@contextlib.contextmanager
-def _note_phase_only(engine, deadline, state):
-    original = engine.phase
-
-    @contextlib.contextmanager
-    def phase(name):
-        state["phase"] = name
-        with original(name):
-            yield
-
-    engine.phase = phase
-    yield
-
-
-def test_paper_round_outside_a_checkout_uses_the_shipped_preset(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no configs/ here
-    result = rounds.paper_round(
-        time.perf_counter() - 1, device="cpu", overrides=TOY.round_overrides, synthetic=(300, 100)
-    )
-    assert result["config"].endswith("presets/paper-cifar10.yaml")
-    assert result["clients"] == 5 and result["completed"] is False
-
-
-def test_project_round_scales_the_cut_phase_by_the_clients_it_finished():
-    seconds = {"local_training": 100.0, "prediction": 10.0, "evaluation": 4.0,
-               "clustering": 1.0, "server_distillation": 50.0, "client_distillation": 30.0,
-               "total": 195.0}  # fmt: skip
-    tasks = [{"phase": "client_distillation"}] * 5 + [{"phase": "local_training"}] * 25
-    # 165 s of ended phases + 30 s for 5 of 25 clients -> 150 s for all of them
-    assert rounds.project_round(seconds, tasks, 25, "client_distillation") == 165.0 + 150.0
-    assert rounds.project_round(seconds, tasks, 25, None) is None
-    assert rounds.project_round(seconds, tasks, 25, "prediction") is None  # no task finished

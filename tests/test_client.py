@@ -1,7 +1,11 @@
+"""The client (client.py): tasks mapped to learner calls, incoming targets checked before
+training, parameter tasks not served by default, construction errors. The task handlers' own
+tests: tests/handlers/."""
+
 import numpy as np
 import pytest
 
-from cosmosfl.client import Client, label_prior_weights
+from cosmosfl.client import Client
 from cosmosfl.core import protocol as P
 from cosmosfl.learners.base import Learner
 
@@ -71,56 +75,9 @@ def test_parameter_tasks_are_not_served():
     assert not reply.ok and "not served" in reply.error
 
 
-def test_label_prior_weights_use_only_the_clients_own_labels():
-    # The client holds classes 0 and 1 (2:3); the teacher predicts 0, 1, 2, 0 on U.
-    w = label_prior_weights(np.array([0, 0, 1, 1, 1]), targets([0, 1, 2, 0]), 3)
-    # pi = (0.4, 0.6, 0); shares of predictions = (0.5, 0.25, 0.25)
-    raw = np.array([0.4 / 0.5, 0.6 / 0.25, 0.0, 0.4 / 0.5])
-    assert np.allclose(w, raw / raw.mean())
-    assert w.mean() == pytest.approx(1.0)
-    c = client()
-    c.handle(
-        P.Message(P.DISTILL, {"client_weights": "label-prior"}, {"targets": targets([0, 1, 2, 0])})
-    )
-    assert np.allclose(c.learner.calls[-1][4], w)
-
-
-def test_label_prior_falls_back_to_uniform_when_no_overlap():
-    w = label_prior_weights(np.array([2, 2]), targets([0, 1, 0, 1]), 3)
-    assert np.allclose(w, 1.0)
-
-
 def test_client_construction_errors():
     x = np.zeros((3, 2))
     with pytest.raises(ValueError, match="3 inputs but 2 labels"):
         Client(1, Recorder(), (x, np.zeros(2)), (x, np.zeros(3)))
     with pytest.raises(ValueError, match="no training data"):
         Client(1, Recorder(), (x[:0], np.zeros(0)), (x, np.zeros(3)))
-
-
-def fedct_client():
-    """A client serving FedCT's tasks (hard labels, training on U with consensus labels)."""
-    from cosmosfl.handlers import fedct
-
-    c = client()
-    c.handlers = fedct.HANDLERS
-    return c
-
-
-def test_hard_label_prediction_sends_smallest_integer_type():
-    c = fedct_client()
-    reply = c.handle(P.Message(P.PREDICT_PUBLIC, {"hard": True}))
-    labels = reply.arrays["labels"]
-    assert labels.dtype == np.uint8 and labels.shape == (4,)
-    assert P.message_bytes(reply) == 4  # one byte per public sample
-    assert P.label_dtype(300) == np.uint16
-
-
-def test_train_local_with_public_labels_trains_on_the_union():
-    c = fedct_client()
-    r = c.handle(
-        P.Message(P.TRAIN_LOCAL, {"epochs": 1}, {"public_labels": np.array([0, 1, 2, 0], np.uint8)})
-    )
-    assert r.ok and c.learner.calls[-1] == ("fit", 5 + 4, 1)
-    bad = c.handle(P.Message(P.TRAIN_LOCAL, {}, {"public_labels": np.array([0, 1, 7, 0])}))
-    assert not bad.ok and "[0, 3)" in bad.error

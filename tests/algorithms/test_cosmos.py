@@ -1,15 +1,19 @@
-"""COSMOS end to end on digits, and its protocol behaviour."""
+"""COSMOS end to end on digits, its protocol behaviour, and a cluster or a client that misses
+a round's tasks."""
 
 import numpy as np
 import pytest
+import torch
 from sklearn.metrics import adjusted_rand_score
 
-from cosmosfl import Client, Cosmos, Local, SklearnLearner, TorchLearner, simulate
+from cosmosfl import Client, Cosmos, SklearnLearner, TorchLearner, simulate
 from cosmosfl.core import protocol as P
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.runner import run_experiment
 from cosmosfl.models import build_model
+
+from .test_reliability import ALGORITHMS, _cosmos_engine
 
 FAST = [
     "rounds=2",
@@ -248,15 +252,6 @@ def test_numba_distance_backend_without_numba_names_the_install(monkeypatch):
     Cosmos(distance_backend="auto")  # falls back to torch
 
 
-def test_local_algorithm_reports_client_model_only():
-    clients, public_x, _ = small_federation()
-    result = simulate(Local(pretrain_epochs=2, local_epochs=1), clients, public_x, rounds=2, seed=0)
-    rec = result.records[-1]
-    assert set(rec["accuracy"]) == {"client_model"}
-    assert set(rec["bytes_up"].values()) == {0} and set(rec["bytes_down"].values()) == {0}
-    assert result.clusters is None
-
-
 def test_distillation_losses_are_recorded_per_cluster_and_client(digits_runs):
     (result, _), _ = digits_runs
     for rec in result.records:
@@ -269,42 +264,6 @@ def test_distillation_losses_are_recorded_per_cluster_and_client(digits_runs):
     # Round 1's cluster models start from scratch: they fit their teachers over the epochs.
     first = result.records[0]["server_distill"]
     assert all(v["kl_last"] < v["kl_first"] for v in first.values())
-
-
-def test_server_models_take_the_clients_training_settings():
-    overrides = [
-        "clients.precision=bf16",
-        "clients.consistency_samples=3",
-        "clients.consistency_target=detached",
-        "clients.neighbour_bn=frozen",
-        "clients.eval_batch_size=77",
-        "algorithm.server_head_init=default",
-    ]
-    from cosmosfl.experiment.build import build_experiment
-
-    exp = build_experiment(load_config("configs/default.yaml", overrides))
-    h = exp.algorithm.server_learner((1, 8, 8), 10, 0)
-    assert (h.precision, h.consistency_samples, h.consistency_target) == ("bf16", 3, "detached")
-    assert (h.neighbour_bn, h.eval_batch_size) == ("frozen", 77)
-    assert h.distill_lr == exp.config.algorithm["server_lr"]
-
-
-def test_default_head_init_starts_server_models_near_uniform():
-    import torch
-
-    from cosmosfl.experiment.server_models import torch_server_learner
-
-    x = np.random.default_rng(0).normal(size=(64, 3, 32, 32)).astype(np.float32)
-    spread = {}
-    for init in ("kaiming", "default"):
-        h = torch_server_learner("resnet18", head_init=init)((3, 32, 32), 10, 5)
-        again = torch_server_learner("resnet18", head_init=init)((3, 32, 32), 10, 5)
-        assert all(
-            torch.equal(a, b)
-            for a, b in zip(h.model.parameters(), again.model.parameters(), strict=True)
-        )
-        spread[init] = h.predict_proba(x).max(axis=1).mean()
-    assert spread["default"] < 0.5 < spread["kaiming"]
 
 
 def test_public_probe_separates_the_clusters_classes_from_the_rest(digits_runs):
@@ -379,3 +338,32 @@ def test_distillation_targets_are_encoded_once_per_cluster():
     assert len({id(a) for a in firsts}) == len(firsts)
     n = len(public_x)
     assert all(a.shape == (n, 10) and a.dtype == np.uint8 for a in firsts)
+
+
+def test_cosmos_cluster_without_answers_keeps_its_model():
+    # Clients 0 and 1 share a class group (paper split): both miss round 2's pseudo-labels.
+    engine, _ = _cosmos_engine(
+        lambda r, c, t: "dropout" if r == 2 and c in (0, 1) and t == P.PREDICT_PUBLIC else None
+    )
+    algo = ALGORITHMS["cosmos"]()
+    with torch.random.fork_rng(devices=[]):
+        first = engine.run_round(algo, 1, 2)
+        k = first["clusters"]["0"]
+        assert first["clusters"]["1"] == k
+        before = algo.cluster_models[k].predict_proba(engine.public_x)
+        second = engine.run_round(algo, 2, 2)
+    assert k not in second["updated_clusters"]
+    assert sorted(second["updated_clusters"]) == sorted(set(first["clusters"].values()) - {k})
+    np.testing.assert_array_equal(algo.cluster_models[k].predict_proba(engine.public_x), before)
+    assert set(second["accuracy"]["cluster_model"]) == {str(c) for c in range(10)}
+
+
+def test_client_that_trained_nothing_is_not_marked_pretrained():
+    # Client 3 misses only round 1's training; its pseudo-labels still arrive.
+    engine, _ = _cosmos_engine(
+        lambda r, c, t: "dropout" if r == 1 and c == 3 and t == P.TRAIN_LOCAL else None
+    )
+    algo = ALGORITHMS["cosmos"]()
+    with torch.random.fork_rng(devices=[]):
+        engine.run_round(algo, 1, 2)
+    assert 3 not in algo.pretrained and 4 in algo.pretrained

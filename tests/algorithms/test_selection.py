@@ -8,7 +8,7 @@ from cosmosfl.algorithms.base import DeferredMetrics
 from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.core import protocol as P
 from cosmosfl.engines import SimulationEngine
-from cosmosfl.experiment.build import build_experiment, validation_holdout
+from cosmosfl.experiment.build import validation_holdout
 from cosmosfl.experiment.config import ConfigError, load_config
 from cosmosfl.experiment.server_models import provide_server_learner
 from cosmosfl.models.registry import build_model
@@ -80,33 +80,6 @@ def test_cosmos_records_the_selected_model_and_the_choice():
     for cid, picked in acc["selected"].items():
         source = "cluster_model" if choice[cid]["chose_cluster_model"] else "local"
         assert picked == acc[source][cid]
-
-
-def test_validation_holdout_is_a_seeded_disjoint_split():
-    idx = np.arange(100, 150)
-    tr, va = validation_holdout(idx, 0.2, seed=7)
-    assert len(va) == 10 and len(tr) == 40
-    assert sorted(np.concatenate([tr, va]).tolist()) == idx.tolist()
-    again = validation_holdout(idx, 0.2, seed=7)
-    assert np.array_equal(va, again[1]) and not np.array_equal(
-        va, validation_holdout(idx, 0.2, 8)[1]
-    )
-    assert len(validation_holdout(idx, 0.0, 1)[1]) == 0
-    assert len(validation_holdout(idx[:3], 0.01, 1)[1]) == 1  # at least one sample ...
-    assert len(validation_holdout(idx[:2], 0.9, 1)[0]) == 1  # ... and never all of them
-
-
-def test_experiment_holds_the_slice_out_of_training_for_every_algorithm():
-    base = load_config(None, ["data.num_clients=4", "data.num_groups=2", "algorithm.name=local"])
-    held = load_config(None, ["data.num_clients=4", "data.num_groups=2", "algorithm.name=local",
-                              "data.validation_fraction=0.25"])  # fmt: skip
-    full, split = build_experiment(base).clients, build_experiment(held).clients
-    for a, b in zip(full, split, strict=True):
-        assert a.validation is None and b.validation is not None
-        assert len(b.train[1]) + len(b.validation[1]) == len(a.train[1])
-        assert np.array_equal(a.test[1], b.test[1])
-        rows = {r.tobytes() for r in b.train[0]}
-        assert not any(r.tobytes() in rows for r in b.validation[0])
 
 
 def test_bad_inputs_are_clear_errors():

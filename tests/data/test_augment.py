@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from cosmosfl.data import Augmentation, default_augmentation
+from cosmosfl.data.augment import CropFlip, train_augmentation_for
 
 OFF = {"max_shift": 0.0, "max_rotation": 0.0, "hflip": False, "noise_std": 0.0}
 
@@ -121,3 +122,37 @@ def test_rejects_non_image_input() -> None:
         Augmentation()(torch.zeros(3, 8, 8))
     with pytest.raises(ValueError, match="floating-point"):
         Augmentation()(torch.zeros(2, 1, 8, 8, dtype=torch.uint8))
+
+
+def test_crop_flip_shifts_whole_pixels_and_flips():
+    g = torch.Generator().manual_seed(0)
+    x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).reshape(2, 1, 6, 6) + 1
+    out = CropFlip(pad=2, hflip=False)(x, g)
+    assert out.shape == x.shape
+    for i in range(2):  # every output is x shifted by (dy, dx) with zeros where it came in
+        found = False
+        for dy in range(-2, 3):
+            for dx in range(-2, 3):
+                shifted = torch.zeros_like(x[i, 0])
+                src = x[i, 0, max(dy, 0) : 6 + min(dy, 0), max(dx, 0) : 6 + min(dx, 0)]
+                shifted[max(-dy, 0) : 6 + min(-dy, 0), max(-dx, 0) : 6 + min(-dx, 0)] = src
+                found |= torch.equal(out[i, 0], shifted)
+        assert found
+    flipped = CropFlip(pad=0, hflip=True)(x.repeat(16, 1, 1, 1), torch.Generator().manual_seed(1))
+    kinds = {torch.equal(o, x[0]) or torch.equal(o, x[1]) for o in flipped}
+    assert kinds == {True, False}  # some flipped, some not
+    assert torch.equal(CropFlip(pad=0, hflip=False)(x, g), x)
+
+
+def test_crop_flip_is_seeded():
+    x = torch.randn(8, 3, 16, 16)
+    a = CropFlip()(x, torch.Generator().manual_seed(3))
+    b = CropFlip()(x, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+
+
+def test_train_augmentation_only_for_images_of_16_px_and_more():
+    assert train_augmentation_for((1, 8, 8), natural=False) is None
+    assert train_augmentation_for((10,), natural=False) is None
+    assert train_augmentation_for((3, 32, 32), natural=True) == CropFlip(pad=4, hflip=True)
+    assert train_augmentation_for((1, 28, 28), natural=False) == CropFlip(pad=4, hflip=False)

@@ -134,18 +134,6 @@ def test_shipped_configs_are_valid(repo_root, name):
         )
 
 
-def test_client_mix_is_spread_over_ids_not_blocked():
-    names = client_model_names({"a": 0.5, "b": 0.5}, 10)
-    assert names.count("a") == 5 and names.count("b") == 5
-    # Consecutive ids share a class group in the paper split: neighbours must differ.
-    assert all(names[i] != names[i + 1] for i in range(9))
-    names = client_model_names({"a": 0.5, "b": 0.3, "c": 0.2}, 10)
-    assert [names.count(x) for x in "abc"] == [5, 3, 2]
-    assert client_model_names(["x", "y"], 2) == ["x", "y"]
-    odd = client_model_names({"a": 1, "b": 1, "c": 1}, 10)  # counts by largest remainder
-    assert sorted(odd.count(x) for x in "abc") == [3, 3, 4]
-
-
 def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_path):
     from_override = load_config(None, ["clients.models={mlp: 0.5, cnn: 0.3, random_forest: 0.2}"])
     path = tmp_path / "c.yaml"

@@ -34,3 +34,21 @@ def test_a_factory_of_ones_own_and_algorithms_without_server_models_are_left_alo
     fedmd = FedMD()
     provide_server_learner(fedmd, "cpu")
     assert not hasattr(fedmd, "server_learner")
+
+
+def test_default_head_init_starts_server_models_near_uniform():
+    import torch
+
+    from cosmosfl.experiment.server_models import torch_server_learner
+
+    x = np.random.default_rng(0).normal(size=(64, 3, 32, 32)).astype(np.float32)
+    spread = {}
+    for init in ("kaiming", "default"):
+        h = torch_server_learner("resnet18", head_init=init)((3, 32, 32), 10, 5)
+        again = torch_server_learner("resnet18", head_init=init)((3, 32, 32), 10, 5)
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(h.model.parameters(), again.model.parameters(), strict=True)
+        )
+        spread[init] = h.predict_proba(x).max(axis=1).mean()
+    assert spread["default"] < 0.5 < spread["kaiming"]

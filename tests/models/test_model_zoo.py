@@ -1,8 +1,8 @@
-"""Every registered model: shapes, a training step, learning, width scaling, known sizes."""
+"""Every registered model: shapes, a training step, learning, width scaling, known sizes; and
+the size helpers the tests of each architecture (test_mlp.py, test_cnn.py, test_alexnet.py,
+test_vgg.py, test_resnet.py) import."""
 
 from __future__ import annotations
-
-import itertools
 
 import pytest
 import torch
@@ -11,7 +11,7 @@ from torch import nn
 from cosmosfl.models import build_model, count_parameters, model_names
 
 NUM_CLASSES = 5
-WIDTH = 0.25  # keeps the big models cheap; width 1.0 is covered by the size tests below
+WIDTH = 0.25  # keeps the big models cheap; width 1.0: the size tests (and test_<model>.py)
 SHAPES = [(1, 8), (1, 28), (3, 32)]  # (in_channels, image_size)
 
 
@@ -90,12 +90,6 @@ def test_width_scales_parameter_count(name: str) -> None:
     assert small < larger
 
 
-def test_mlp_rejects_inputs_of_another_size() -> None:
-    model = _build("mlp", 1, 8)
-    with pytest.raises(ValueError, match=r"\(B, 1, 8, 8\)"):
-        model(torch.zeros(2, 1, 9, 9))
-
-
 def _linear(fan_in: int, fan_out: int) -> int:
     return fan_in * fan_out + fan_out
 
@@ -106,66 +100,6 @@ def _conv3x3(in_channels: int, out_channels: int, *, bias: bool) -> int:
 
 def _batchnorm(channels: int) -> int:
     return 2 * channels
-
-
-def test_mlp_parameter_count_at_width_one() -> None:
-    model = _build("mlp", 1, 28, width=1.0, num_classes=10)
-    expected = _linear(28 * 28, 256) + _linear(256, 128) + _linear(128, 10)
-    assert count_parameters(model) == expected
-
-
-def test_cnn_parameter_count_at_width_one() -> None:
-    model = _build("cnn", 3, 32, width=1.0, num_classes=10)
-    convs = [(3, 32), (32, 64), (64, 128)]
-    expected = sum(_conv3x3(i, o, bias=False) + _batchnorm(o) for i, o in convs)
-    expected += _linear(128, 10)
-    assert count_parameters(model) == expected
-
-
-def test_alexnet_parameter_count_matches_official_cifar_network() -> None:
-    # The official code: six 3x3 convs with bias, four max-pools (32 px -> 2 px),
-    # then Linear(512 * 2 * 2, 4096), Linear(4096, 4096), Linear(4096, M).
-    model = _build("alexnet", 3, 32, width=1.0, num_classes=10)
-    channels = [3, 64, 128, 256, 256, 512, 512]
-    expected = sum(_conv3x3(i, o, bias=True) for i, o in itertools.pairwise(channels))
-    expected += _linear(512 * 2 * 2, 4096) + _linear(4096, 4096) + _linear(4096, 10)
-    assert count_parameters(model) == expected
-    assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
-
-
-def test_alexnet_layer_shapes_match_official_cifar_network() -> None:
-    # The official code's AlexNet (entities.py), layer by layer in parameter order: six 3x3
-    # convs with bias, 64-128-256-256-512-512, a 2x2 map after four pools at 32 px, then
-    # Linear(2048, 4096), Linear(4096, 4096) and the head Linear(4096, M).
-    model = _build("alexnet", 3, 32, width=1.0, num_classes=10)
-    expected: list[tuple[int, ...]] = []
-    for i, o in itertools.pairwise([3, 64, 128, 256, 256, 512, 512]):
-        expected += [(o, i, 3, 3), (o,)]
-    for i, o in [(512 * 2 * 2, 4096), (4096, 4096), (4096, 10)]:
-        expected += [(o, i), (o,)]
-    assert [tuple(p.shape) for p in model.parameters()] == expected
-    assert count_parameters(model) == 29_715_850  # the sum of the shapes above
-    pools = [m for m in model.modules() if isinstance(m, nn.MaxPool2d)]
-    dropouts = [m for m in model.modules() if isinstance(m, nn.Dropout)]
-    assert len(pools) == 4 and [d.p for d in dropouts] == [0.5, 0.5]
-    features = model.features(_images(2, 3, 32))
-    assert features.shape == (2, 512, 2, 2)  # so the adaptive pool is the identity at 32 px
-    assert torch.equal(model.pool(features), features)
-
-
-def test_vgg16_parameter_count_at_width_one() -> None:
-    model = _build("vgg16", 3, 32, width=1.0, num_classes=10)
-    channels = [3, 64, 64, 128, 128, 256, 256, 256, 512, 512, 512, 512, 512, 512]
-    pairs = itertools.pairwise(channels)
-    expected = sum(_conv3x3(i, o, bias=False) + _batchnorm(o) for i, o in pairs)
-    expected += _linear(512, 512) + _linear(512, 10)
-    assert count_parameters(model) == expected
-
-
-def test_resnet18_has_the_published_cifar_size() -> None:
-    # The widely used CIFAR ResNet-18 (3x3 stem, no max-pool) has 11,173,962 parameters
-    # for 3 input channels and 10 classes.
-    assert count_parameters(_build("resnet18", 3, 32, width=1.0, num_classes=10)) == 11_173_962
 
 
 @pytest.mark.parametrize(

@@ -130,13 +130,3 @@ def test_faults_on_flower_simulation_equal_the_in_process_records(tmp_path) -> N
         "crash",
         "corrupt",
     }
-
-
-def test_the_old_module_name_still_imports_with_a_deprecation_warning() -> None:
-    import importlib
-    import sys
-
-    sys.modules.pop("cosmosfl.apps.flower.simulation", None)
-    with pytest.warns(DeprecationWarning, match="import cosmosfl.apps.flower.simulation_runtime"):
-        old = importlib.import_module("cosmosfl.apps.flower.simulation")
-    assert old.simulate_on_flower is simulate_on_flower

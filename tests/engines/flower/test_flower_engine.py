@@ -1,8 +1,10 @@
-"""The Flower engine's logic without Ray: codec, federation and ClientApp over a loopback Grid.
+"""The Flower engine's logic without Ray: federation and ClientApp over a loopback Grid.
 
-These tests exercise the real ServerApp-side federation and the real ClientApp (message
-batching, validation, byte counting, state in context.state, faults); the test against
-Flower's own simulation runtime is tests/apps/flower/test_simulation_runtime.py.
+These tests exercise the real ServerApp-side federation and the real ClientApp together
+(message batching, validation, byte counting, state in context.state); the test against
+Flower's own simulation runtime is tests/apps/flower/test_simulation_runtime.py. The codec's
+and the federation's own tests: test_codec.py, test_federation.py. SMALL, settings_for and
+federation, defined here, are shared by the Flower tests.
 """
 
 from __future__ import annotations
@@ -12,11 +14,9 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
 
-from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.apps.flower.client_app import make_client_app
 from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.core import protocol as P
-from cosmosfl.engines.flower import codec
 from cosmosfl.engines.flower.federation import FlowerFederation
 from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import dump_config, load_config
@@ -57,44 +57,6 @@ def federation(cfg, grid: LoopbackGrid) -> FlowerFederation:  # type: ignore[no-
     return fed
 
 
-def test_codec_round_trip_keeps_tasks_config_types_and_arrays() -> None:
-    targets = np.random.default_rng(0).dirichlet(np.ones(3), size=5).astype(np.float32)
-    batch = codec.Batch(
-        [
-            P.Message(P.TRAIN_LOCAL, {"epochs": 2}),
-            P.Message(P.DISTILL, {"lam": 5.0, "client_weights": "uniform"}, {"targets": targets}),
-            codec.ServerEval({"name": "mlp", "width": 1.0}, {"w": np.arange(3, dtype=np.int64)}),
-        ],
-        round_num=7,
-    )
-    back = codec.decode_batch(codec.encode_batch(batch))
-    assert back.round_num == 7
-    first, second, third = back.items
-    assert first == P.Message(P.TRAIN_LOCAL, {"epochs": 2})
-    assert isinstance(first.config["epochs"], int)
-    assert second.task == P.DISTILL and second.config["lam"] == 5.0
-    assert second.arrays["targets"].dtype == np.float32
-    np.testing.assert_array_equal(second.arrays["targets"], targets)
-    assert isinstance(third, codec.ServerEval) and third.arrays["w"].dtype == np.int64
-
-    replies = [
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.PREDICT_PUBLIC, arrays={"probs": targets})),
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.DISTILL, error="boom", error_kind="exception")),
-    ]
-    pid, got = codec.decode_replies(codec.encode_replies(3, replies))
-    assert pid == 3
-    np.testing.assert_array_equal(got[0].reply.arrays["probs"], targets)
-    assert got[1].reply.error == "boom" and got[1].reply.error_kind == "exception"
-
-
-def test_discovery_maps_partition_ids_not_node_ids() -> None:
-    cfg = load_config(None, SMALL)
-    grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
-    fed = federation(cfg, grid)
-    assert fed.client_ids == [0, 1, 2, 3]
-    assert fed.unconnected == []
-
-
 SELECT = ["data.validation_fraction=0.25", "algorithm.select_on_validation=true"]
 
 
@@ -123,20 +85,6 @@ def test_loopback_cosmos_matches_the_in_process_engine(tmp_path, extra) -> None:
         assert ours["missing"] == [] and ours["rejected"] == []
 
 
-class _Probe(Algorithm):
-    """Sends one metric-only and one array-returning request per round, reporting replies."""
-
-    name = "probe"
-
-    def run_round(self, fed, round_num):  # type: ignore[no-untyped-def]
-        record = RoundRecord()
-        trained = fed.send({c: P.Message(P.TRAIN_LOCAL, {"epochs": 1}) for c in fed.client_ids})
-        probs = fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids})
-        record.info["trained"] = sorted(trained)
-        record.info["predicted"] = sorted(probs)
-        return record
-
-
 BASELINE = [*SMALL[:4], "clients.models={mlp: 1.0}"]
 EXTRA = {"fedbabu": ["algorithm.finetune_epochs=1"], "pfedck": ["algorithm.num_clusters=2"]}
 
@@ -162,78 +110,6 @@ def test_loopback_baselines_serve_their_own_client_handlers(tmp_path, name) -> N
         assert ours["bytes_up"] == theirs["bytes_up"]
         assert ours["bytes_down"] == theirs["bytes_down"]
         assert ours["missing"] == [] and ours["rejected"] == []
-
-
-def test_a_failing_a_silent_and_an_offline_client_are_recorded_and_the_run_goes_on() -> None:
-    cfg = load_config(None, SMALL)
-
-    def hook(client, item):  # type: ignore[no-untyped-def]
-        if client.id == 1 and isinstance(item, P.Message) and item.task == P.TRAIN_LOCAL:
-            raise_in_fit = grid.round == 2
-
-            def fit(*args, **kwargs):  # type: ignore[no-untyped-def]
-                raise RuntimeError("disk full")
-
-            if raise_in_fit:
-                client.learner.fit = fit
-
-    grid = LoopbackGrid(make_client_app(settings_for(cfg), hook=hook), 4)
-    grid.drop = {2: {2}}  # client 2's replies are lost in round 2 (a timeout)
-    grid.offline_from = {3: 3}  # client 3's SuperNode is gone from round 3
-    fed = federation(cfg, grid)
-    probe = _Probe()
-    records = []
-    for t in (1, 2, 3):
-        grid.round = t
-        records.append(fed.run_round(probe, t, 3))
-
-    first, second, third = records
-    assert first["trained"] == first["predicted"] == [0, 1, 2, 3]
-    assert first["missing"] == [] and first["rejected"] == []
-
-    assert second["trained"] == [0, 3]  # 1 raised, 2 never answered
-    assert second["predicted"] == [0, 1, 3]  # the raise only cost client 1 that step
-    assert second["rejected"] == [
-        {
-            "client": 1,
-            "task": P.TRAIN_LOCAL,
-            "reason": "client reported an error: RuntimeError: disk full",
-        }
-    ]
-    missing = {(m["client"], m["task"]) for m in second["missing"]}
-    assert missing == {(2, P.TRAIN_LOCAL), (2, P.PREDICT_PUBLIC)}
-    assert all("no reply" in m["reason"] for m in second["missing"])
-
-    assert third["predicted"] == [0, 1, 2]  # client 2 is back; client 3 is offline
-    assert {m["client"] for m in third["missing"]} == {3}
-    assert all(m["reason"] == "SuperNode offline" for m in third["missing"])
-    assert third["bytes_up"]["3"] == 0
-
-
-def test_a_clientapp_that_crashes_is_missing_with_flowers_error() -> None:
-    cfg = load_config(None, SMALL)
-
-    def hook(client, item):  # type: ignore[no-untyped-def]
-        if client.id == 0:
-            raise MemoryError("out of memory")
-
-    grid = LoopbackGrid(make_client_app(settings_for(cfg), hook=hook), 4)
-    fed = federation(cfg, grid)
-    record = fed.run_round(_Probe(), 1, 1)
-    assert record["predicted"] == [1, 2, 3]
-    assert {m["client"] for m in record["missing"]} == {0}
-    assert "out of memory" in record["missing"][0]["reason"]
-
-
-def test_every_client_failing_stops_the_run_with_the_first_error() -> None:
-    cfg = load_config(None, SMALL)
-    grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
-    fed = federation(cfg, grid)
-    grid.offline_from = {i: 0 for i in range(4)}
-    with pytest.raises(
-        RuntimeError, match=r"every client failed task 'train_local'.*SuperNode offline"
-    ):
-        fed.run_round(_Probe(), 1, 1)
 
 
 def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
