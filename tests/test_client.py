@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.learners.base import Learner
 
 
@@ -47,31 +47,35 @@ def targets(cls):
 
 def test_tasks_map_to_learner_calls():
     c = client()
-    assert c.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 3})).metrics == {"loss": 0.5}
+    assert c.handle(protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 3})).metrics == {"loss": 0.5}
     assert c.learner.calls[-1] == ("fit", 5, 3)
-    probs = c.handle(P.Message(P.PREDICT_PUBLIC)).arrays["probs"]
+    probs = c.handle(protocol.Message(protocol.PREDICT_PUBLIC)).arrays["probs"]
     assert probs.shape == (4, 3)
     r = c.handle(
-        P.Message(P.DISTILL, {"epochs": 2, "lam": 5.0}, {"targets": targets([0, 1, 2, 0])})
+        protocol.Message(
+            protocol.DISTILL, {"epochs": 2, "lam": 5.0}, {"targets": targets([0, 1, 2, 0])}
+        )
     )
     assert r.ok and c.learner.calls[-1][:4] == ("distill", 4, 2, 5.0)
     # uniform probabilities predict class 0; both test labels are 0
-    assert c.handle(P.Message(P.EVALUATE)).metrics["top1"] == pytest.approx(1.0)
+    assert c.handle(protocol.Message(protocol.EVALUATE)).metrics["top1"] == pytest.approx(1.0)
 
 
 def test_bad_incoming_targets_are_refused_before_training():
     c = client()
     bad = targets([0, 1, 2, 0])
     bad[0, 0] = np.nan
-    reply = c.handle(P.Message(P.DISTILL, {}, {"targets": bad}))
+    reply = c.handle(protocol.Message(protocol.DISTILL, {}, {"targets": bad}))
     assert not reply.ok and "non-finite" in reply.error
     assert not any(call[0] == "distill" for call in c.learner.calls)
-    wrong = c.handle(P.Message(P.DISTILL, {}, {"targets": np.full((3, 3), 1 / 3, np.float32)}))
+    wrong = c.handle(
+        protocol.Message(protocol.DISTILL, {}, {"targets": np.full((3, 3), 1 / 3, np.float32)})
+    )
     assert not wrong.ok and "shape" in wrong.error
 
 
 def test_parameter_tasks_are_not_served():
-    reply = client().handle(P.Message(P.GET_WEIGHTS))
+    reply = client().handle(protocol.Message(protocol.GET_WEIGHTS))
     assert not reply.ok and "not served" in reply.error
 
 

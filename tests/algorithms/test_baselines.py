@@ -9,7 +9,7 @@ import torch
 
 from cosmosfl import Client, TorchLearner
 from cosmosfl.algorithms import ALGORITHMS, Comet, FedCT, FedMD
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.experiment import SimulationResult
@@ -81,7 +81,7 @@ def test_no_baseline_sends_parameter_tasks(runs):
     for name, (_, traffic, n, _) in runs.items():
         assert ALGORITHMS[name].model_agnostic
         tasks = {task for _, _, _, task, _ in traffic}
-        assert not tasks & P.PARAMETER_TASKS, name
+        assert not tasks & protocol.PARAMETER_TASKS, name
         for _, _, _, _, arrays in traffic:
             assert all(a.shape in ((n, M), (n,)) for a in arrays.values()), name
 

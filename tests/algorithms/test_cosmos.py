@@ -7,7 +7,7 @@ import torch
 from sklearn.metrics import adjusted_rand_score
 
 from cosmosfl import Client, Cosmos, SklearnLearner, TorchLearner, simulate
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.runner import run_experiment
@@ -128,7 +128,7 @@ def test_no_message_carries_model_parameters():
         algo.run_round(spy, t)
     assert spy.traffic
     tasks = {task for _, task, _ in spy.traffic}
-    assert not tasks & P.PARAMETER_TASKS
+    assert not tasks & protocol.PARAMETER_TASKS
     n, m = public_x.shape[0], 10
     smallest_model = min(
         sum(p.numel() for p in c.learner.model.parameters())
@@ -312,7 +312,7 @@ def test_distillation_targets_are_encoded_once_per_cluster():
 
     class Spy(SpyFederation):
         def send(self, messages, expect=None):
-            if next(iter(messages.values())).task == P.DISTILL:
+            if next(iter(messages.values())).task == protocol.DISTILL:
                 sent.update(messages)
             return self.engine.send(messages, expect)
 
@@ -343,7 +343,9 @@ def test_distillation_targets_are_encoded_once_per_cluster():
 def test_cosmos_cluster_without_answers_keeps_its_model():
     # Clients 0 and 1 share a class group (paper split): both miss round 2's pseudo-labels.
     engine, _ = _cosmos_engine(
-        lambda r, c, t: "dropout" if r == 2 and c in (0, 1) and t == P.PREDICT_PUBLIC else None
+        lambda r, c, t: (
+            "dropout" if r == 2 and c in (0, 1) and t == protocol.PREDICT_PUBLIC else None
+        )
     )
     algo = ALGORITHMS["cosmos"]()
     with torch.random.fork_rng(devices=[]):
@@ -361,7 +363,7 @@ def test_cosmos_cluster_without_answers_keeps_its_model():
 def test_client_that_trained_nothing_is_not_marked_pretrained():
     # Client 3 misses only round 1's training; its pseudo-labels still arrive.
     engine, _ = _cosmos_engine(
-        lambda r, c, t: "dropout" if r == 1 and c == 3 and t == P.TRAIN_LOCAL else None
+        lambda r, c, t: "dropout" if r == 1 and c == 3 and t == protocol.TRAIN_LOCAL else None
     )
     algo = ALGORITHMS["cosmos"]()
     with torch.random.fork_rng(devices=[]):

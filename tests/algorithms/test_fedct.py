@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.algorithms import majority_vote
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 from .test_baselines import M
 
@@ -21,7 +21,7 @@ def test_fedct_only_integer_labels_cross_the_wire(runs):
         sent = [
             msg["public_labels"]
             for r, d, _, task, msg in traffic
-            if r == t and d == "down" and task == P.TRAIN_LOCAL and msg
+            if r == t and d == "down" and task == protocol.TRAIN_LOCAL and msg
         ]
         assert len(sent) == 10 and all(np.array_equal(sent[0], s) for s in sent)
         votes = [msg["labels"] for r, d, _, _, msg in traffic if r == t and d == "up" and msg]

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 from .test_baselines import M
 
@@ -13,7 +13,7 @@ def test_fedmd_sends_one_consensus_to_every_client(runs):
         targets = [
             msg["targets"]
             for r, d, _, task, msg in traffic
-            if r == t and d == "down" and task == P.DISTILL
+            if r == t and d == "down" and task == protocol.DISTILL
         ]
         assert len(targets) == 10 and targets[0].shape == (n, M)
         assert all(np.array_equal(targets[0], x) for x in targets)

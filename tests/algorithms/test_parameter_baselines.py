@@ -8,7 +8,7 @@ import torch
 
 from cosmosfl import Client, TorchLearner
 from cosmosfl.algorithms import ALGORITHMS, ArchitectureMismatch
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.experiment import SimulationResult
@@ -99,7 +99,7 @@ def test_two_rounds_on_digits_with_counted_parameter_bytes(runs, name):
     assert set(result.records[1]["bytes_up"].values()) == {size}
     assert set(result.records[1]["bytes_down"].values()) == {size}
     sent = [(task, a) for _, _, _, task, arrays in engine.traffic for a in arrays.values()]
-    assert sent and {task for task, _ in sent} == {P.GET_WEIGHTS, P.SET_WEIGHTS}
+    assert sent and {task for task, _ in sent} == {protocol.GET_WEIGHTS, protocol.SET_WEIGHTS}
     assert all(a.dtype == np.float32 and np.isfinite(a).all() for _, a in sent)
     # Chance is 0.1: the clients learned (pFedHN too: its generated weights, not a trained model).
     assert result.mean_accuracy() > 0.3
@@ -119,9 +119,9 @@ class CorruptClient(Client):
 
     def handle(self, message):
         reply = super().handle(message)
-        if self.corrupt and message.task == P.GET_WEIGHTS and reply.ok:
+        if self.corrupt and message.task == protocol.GET_WEIGHTS and reply.ok:
             arrays = {n: np.full_like(a, np.nan) for n, a in reply.arrays.items()}
-            return P.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
+            return protocol.Reply(reply.task, arrays=arrays, metrics=reply.metrics)
         return reply
 
 
@@ -135,7 +135,7 @@ def test_bad_weights_are_rejected_and_the_rest_aggregate(name):
     engine.run_round(algo, 1, 2)
     clients[3].corrupt = True
     rec = engine.run_round(algo, 2, 2)
-    assert [(r["client"], r["task"]) for r in rec["rejected"]] == [(3, P.GET_WEIGHTS)]
+    assert [(r["client"], r["task"]) for r in rec["rejected"]] == [(3, protocol.GET_WEIGHTS)]
     assert "non-finite" in rec["rejected"][0]["reason"]
     assert rec["participants"] == 3
     for c in clients[:3]:

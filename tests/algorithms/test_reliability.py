@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cosmosfl.algorithms import Comet, Cosmos, FedCT, FedMD, Local
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.experiment import SimulationResult
 from cosmosfl.experiment.server_models import torch_server_learner
@@ -61,10 +61,10 @@ def test_every_algorithm_completes_under_mixed_faults(name):
 @pytest.mark.parametrize("name", ["cosmos", "fedmd", "fedct", "comet"])
 def test_corrupted_replies_equal_dropping_out_of_them(name):
     corrupt = run(name, corrupt=0.1, corruption="random")
-    dropout = run(name, dropout=0.1, tasks=[P.PREDICT_PUBLIC])
+    dropout = run(name, dropout=0.1, tasks=[protocol.PREDICT_PUBLIC])
     hit = [
         (r["round"], f["client"]) for r in corrupt.records for f in r["faults"]
-        if f["task"] == P.PREDICT_PUBLIC
+        if f["task"] == protocol.PREDICT_PUBLIC
     ]  # fmt: skip
     assert hit, "the seed must fault someone for the comparison to mean anything"
     assert hit == [
@@ -90,7 +90,7 @@ def test_client_offline_in_round_1_gets_the_pretraining_it_missed(name):
         original = client.handle
 
         def handle(message, _orig=original, _cid=client.id):
-            if message.task == P.TRAIN_LOCAL:
+            if message.task == protocol.TRAIN_LOCAL:
                 epochs[(engine._round, _cid)] = message.config["epochs"]
             return _orig(message)
 

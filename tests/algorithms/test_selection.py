@@ -6,7 +6,7 @@ import pytest
 from cosmosfl import Client, Cosmos, TorchLearner
 from cosmosfl.algorithms.base import DeferredMetrics
 from cosmosfl.algorithms.selection import select_on_validation
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.experiment.build import validation_holdout
 from cosmosfl.experiment.config import ConfigError, load_config
@@ -33,7 +33,7 @@ class FixedFederation:
     def send(self, messages, expect=None):
         self.sent += [(c, m.task, dict(m.config)) for c, m in messages.items()]
         return {
-            c: P.Reply(P.EVALUATE, metrics={"top1": self.own_val[c]})
+            c: protocol.Reply(protocol.EVALUATE, metrics={"top1": self.own_val[c]})
             for c in messages
             if c in self.own_val
         }
@@ -55,7 +55,9 @@ def test_each_client_keeps_the_model_better_on_its_validation_slice(deferred):
         2: {"top1": 0.7, "chose_cluster_model": 1.0},
     }
     # The clients measure their own model on the validation split, never the test split.
-    assert {cfg.get("split") for _, task, cfg in fed.sent if task == P.EVALUATE} == {"validation"}
+    assert {cfg.get("split") for _, task, cfg in fed.sent if task == protocol.EVALUATE} == {
+        "validation"
+    }
 
 
 def test_cosmos_records_the_selected_model_and_the_choice():
@@ -92,5 +94,5 @@ def test_bad_inputs_are_clear_errors():
     client = Client(0, TorchLearner(net, seed=0), (x, y), (x, y))
     with pytest.raises(ValueError, match="no validation slice"):
         client.split("validation")
-    reply = client.handle(P.Message(P.EVALUATE, {"split": "validation"}))
+    reply = client.handle(protocol.Message(protocol.EVALUATE, {"split": "validation"}))
     assert "no validation slice" in (reply.error or "")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.core import codecs as C
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 N, M = 50, 10
 CTX = {"n": N, "m": M}
@@ -17,7 +17,7 @@ def probs(seed=0, n=N, m=M):
 
 def roundtrip(p, codec):
     enc = C.encode_probs(p, codec)
-    return enc, C.decode_arrays(enc, CTX, client_id=3, task=P.PREDICT_PUBLIC)["probs"]
+    return enc, C.decode_arrays(enc, CTX, client_id=3, task=protocol.PREDICT_PUBLIC)["probs"]
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,9 @@ def test_roundtrip_error_and_bytes(codec, nbytes, atol):
     assert dec.shape == (N, M)
     assert np.abs(dec.astype(np.float64) - p).max() <= atol + 1e-7
     # The decoded payload passes the protocol's checks (simplex rows).
-    P.validate_array("probs", dec, P.PROBS, CTX, client_id=3, task=P.PREDICT_PUBLIC)
+    protocol.validate_array(
+        "probs", dec, protocol.PROBS, CTX, client_id=3, task=protocol.PREDICT_PUBLIC
+    )
 
 
 def test_uint8_rows_sum_to_exactly_255():
@@ -50,7 +52,7 @@ def test_top_k_keeps_the_k_largest_and_spreads_the_rest():
     enc = C.encode_probs(p, "top2")
     assert enc["probs.top_idx"].dtype == np.uint8 and enc["probs.top_val"].dtype == np.float16
     assert sum(a.nbytes for a in enc.values()) == 2 * 2 * (1 + 2)
-    dec = C.decode_arrays(enc, {"n": 2, "m": 4}, client_id=0, task=P.PREDICT_PUBLIC)["probs"]
+    dec = C.decode_arrays(enc, {"n": 2, "m": 4}, client_id=0, task=protocol.PREDICT_PUBLIC)["probs"]
     np.testing.assert_allclose(dec[0], [0.5, 0.3, 0.1, 0.1], atol=1e-3)
     np.testing.assert_allclose(dec[1], [0.05, 0.05, 0.2, 0.7], atol=1e-3)
     assert (dec.argmax(axis=1) == p.argmax(axis=1)).all()
@@ -67,8 +69,8 @@ def test_top_k_keeps_the_k_largest_and_spreads_the_rest():
 def test_bad_uint8_payload_rejected(mutate, reason):
     enc = C.encode_probs(probs(), "uint8")
     mutate(enc)
-    with pytest.raises(P.PayloadError, match=reason) as err:
-        C.decode_arrays(enc, CTX, client_id=4, task=P.PREDICT_PUBLIC)
+    with pytest.raises(protocol.PayloadError, match=reason) as err:
+        C.decode_arrays(enc, CTX, client_id=4, task=protocol.PREDICT_PUBLIC)
     assert err.value.client_id == 4
 
 
@@ -87,8 +89,8 @@ def test_bad_uint8_payload_rejected(mutate, reason):
 def test_bad_top_k_payload_rejected(mutate, reason):
     enc = C.encode_probs(probs(), "top2")
     mutate(enc)
-    with pytest.raises(P.PayloadError, match=reason):
-        C.decode_arrays(enc, CTX, client_id=4, task=P.PREDICT_PUBLIC)
+    with pytest.raises(protocol.PayloadError, match=reason):
+        C.decode_arrays(enc, CTX, client_id=4, task=protocol.PREDICT_PUBLIC)
 
 
 def test_unknown_codec_names_the_allowed_ones():
@@ -98,10 +100,10 @@ def test_unknown_codec_names_the_allowed_ones():
 
 
 def test_decode_reply_leaves_plain_and_error_replies_alone():
-    plain = P.Reply(P.PREDICT_PUBLIC, arrays={"probs": probs()})
-    assert C.decode_reply(plain, CTX, client_id=0, task=P.PREDICT_PUBLIC) is plain
-    failed = P.Reply(P.PREDICT_PUBLIC, error="boom")
-    assert C.decode_reply(failed, CTX, client_id=0, task=P.PREDICT_PUBLIC) is failed
+    plain = protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": probs()})
+    assert C.decode_reply(plain, CTX, client_id=0, task=protocol.PREDICT_PUBLIC) is plain
+    failed = protocol.Reply(protocol.PREDICT_PUBLIC, error="boom")
+    assert C.decode_reply(failed, CTX, client_id=0, task=protocol.PREDICT_PUBLIC) is failed
 
 
 def test_cosmos_with_codecs_counts_encoded_bytes_and_rejects_corrupt_clients():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from cosmosfl.core import codecs as C
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 N, M = 4, 5
 CTX = {"n": N, "m": M}
@@ -50,13 +50,18 @@ def _is_soft_labels(a: np.ndarray) -> bool:
     )
 
 
-def _receive(arrays: dict[str, object]) -> P.Reply | P.PayloadError:
-    reply = P.Reply(P.PREDICT_PUBLIC, arrays=arrays)  # type: ignore[arg-type]
+def _receive(arrays: dict[str, object]) -> protocol.Reply | protocol.PayloadError:
+    reply = protocol.Reply(protocol.PREDICT_PUBLIC, arrays=arrays)  # type: ignore[arg-type]
     try:
         return C.receive_reply(
-            reply, {"probs": P.PROBS}, CTX, client_id=2, task=P.PREDICT_PUBLIC, max_bytes=LIMIT
+            reply,
+            {"probs": protocol.PROBS},
+            CTX,
+            client_id=2,
+            task=protocol.PREDICT_PUBLIC,
+            max_bytes=LIMIT,
         )
-    except P.PayloadError as err:
+    except protocol.PayloadError as err:
         assert err.reason and err.client_id == 2
         return err
 
@@ -77,7 +82,7 @@ def test_any_encoded_payload_decodes_to_valid_soft_labels_or_is_rejected(
     arrays: dict[str, object],
 ) -> None:
     outcome = _receive(arrays)
-    if not isinstance(outcome, P.PayloadError):
+    if not isinstance(outcome, protocol.PayloadError):
         assert set(outcome.arrays) == {"probs"}
         assert _is_soft_labels(outcome.arrays["probs"])
 
@@ -89,14 +94,14 @@ def test_one_matrix_sent_twice_under_two_encodings_is_rejected_not_overwritten()
     q = np.zeros((N, M), np.uint8)
     q[:, 0] = 255
     err = _receive({"probs": plain, "probs.uint8": q})
-    assert isinstance(err, P.PayloadError) and "more than one encoding" in err.reason
+    assert isinstance(err, protocol.PayloadError) and "more than one encoding" in err.reason
 
 
 def test_array_names_that_are_not_strings_are_rejected_before_decoding() -> None:
     """Regression: a non-string name beside an encoded part raised AttributeError
     (`0.endswith`) in the decoder, which no engine catches."""
     err = _receive({0: np.zeros(2), "probs.uint8": np.full((N, M), 51, np.uint8)})
-    assert isinstance(err, P.PayloadError) and "array names must be strings" in err.reason
+    assert isinstance(err, protocol.PayloadError) and "array names must be strings" in err.reason
 
 
 @given(
@@ -109,7 +114,7 @@ def test_every_codecs_honest_encoding_is_accepted(
 ) -> None:
     sent = np.random.default_rng(seed).dirichlet(np.full(M, concentration), N).astype(np.float32)
     outcome = _receive(dict(C.encode_probs(sent, codec)))
-    assert not isinstance(outcome, P.PayloadError), outcome
+    assert not isinstance(outcome, protocol.PayloadError), outcome
     got = outcome.arrays["probs"].astype(np.float64)
     assert _is_soft_labels(got)
     if codec in ("float32", "float16", "uint8", f"top{M}", "top99"):  # lossless up to rounding

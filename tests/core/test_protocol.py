@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 CTX = {"n": 4, "m": 3}
 
@@ -10,8 +10,10 @@ def probs(n=4, m=3, dtype=np.float32):
     return np.full((n, m), 1.0 / m, dtype=dtype)
 
 
-def check(arr, spec=P.PROBS):
-    return P.validate_array("probs", arr, spec, CTX, client_id=7, task=P.PREDICT_PUBLIC)
+def check(arr, spec=protocol.PROBS):
+    return protocol.validate_array(
+        "probs", arr, spec, CTX, client_id=7, task=protocol.PREDICT_PUBLIC
+    )
 
 
 def test_valid_probabilities_pass_unchanged():
@@ -32,7 +34,7 @@ def test_valid_probabilities_pass_unchanged():
 def test_bad_values_rejected_with_client_and_reason(mutate, reason):
     a = probs()
     mutate(a)
-    with pytest.raises(P.PayloadError, match=reason) as err:
+    with pytest.raises(protocol.PayloadError, match=reason) as err:
         check(a)
     assert err.value.client_id == 7
     assert "client 7" in str(err.value)
@@ -41,81 +43,99 @@ def test_bad_values_rejected_with_client_and_reason(mutate, reason):
 @pytest.mark.parametrize("shape", [(4,), (3, 3), (4, 4), (4, 3, 1)])
 def test_wrong_shape_rejected(shape):
     a = np.full(shape, 1.0 / shape[-1], dtype=np.float32)
-    with pytest.raises(P.PayloadError, match="shape"):
+    with pytest.raises(protocol.PayloadError, match="shape"):
         check(a)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.bool_, np.complex64, object])
 def test_wrong_dtype_rejected(dtype):
     a = np.zeros((4, 3), dtype=dtype)
-    with pytest.raises(P.PayloadError, match="dtype"):
+    with pytest.raises(protocol.PayloadError, match="dtype"):
         check(a)
 
 
 def test_not_an_array_empty_and_oversized():
-    with pytest.raises(P.PayloadError, match="numpy array"):
+    with pytest.raises(protocol.PayloadError, match="numpy array"):
         check([[1.0, 0, 0]] * 4)
     empty_ctx = {"n": 0, "m": 3}
-    with pytest.raises(P.PayloadError, match="empty"):
-        P.validate_array(
-            "p", np.zeros((0, 3), np.float32), P.PROBS, empty_ctx, client_id=1, task="t"
+    with pytest.raises(protocol.PayloadError, match="empty"):
+        protocol.validate_array(
+            "p", np.zeros((0, 3), np.float32), protocol.PROBS, empty_ctx, client_id=1, task="t"
         )
-    with pytest.raises(P.PayloadError, match="exceeds"):
-        P.validate_array("p", probs(), P.PROBS, CTX, client_id=1, task="t", max_bytes=10)
+    with pytest.raises(protocol.PayloadError, match="exceeds"):
+        protocol.validate_array(
+            "p", probs(), protocol.PROBS, CTX, client_id=1, task="t", max_bytes=10
+        )
 
 
 def test_labels_spec():
-    spec = P.ArraySpec(("n",), kind="labels")
+    spec = protocol.ArraySpec(("n",), kind="labels")
     assert check(np.array([0, 1, 2, 0]), spec).shape == (4,)
-    with pytest.raises(P.PayloadError, match=r"\[0, 3\)"):
+    with pytest.raises(protocol.PayloadError, match=r"\[0, 3\)"):
         check(np.array([0, 1, 3, 0]), spec)
-    with pytest.raises(P.PayloadError, match="integer"):
+    with pytest.raises(protocol.PayloadError, match="integer"):
         check(np.zeros(4, np.float32), spec)
 
 
 def test_validate_reply_checks_task_error_arrays_and_metrics():
-    ok = P.Reply(P.PREDICT_PUBLIC, arrays={"probs": probs()})
+    ok = protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": probs()})
     assert (
-        P.validate_reply(
-            ok, P.REPLY_SPECS[P.PREDICT_PUBLIC], CTX, client_id=1, task=P.PREDICT_PUBLIC
+        protocol.validate_reply(
+            ok,
+            protocol.REPLY_SPECS[protocol.PREDICT_PUBLIC],
+            CTX,
+            client_id=1,
+            task=protocol.PREDICT_PUBLIC,
         )
         is ok
     )
-    spec = P.REPLY_SPECS[P.PREDICT_PUBLIC]
-    with pytest.raises(P.PayloadError, match="missing"):
-        P.validate_reply(P.Reply(P.PREDICT_PUBLIC), spec, CTX, client_id=1, task=P.PREDICT_PUBLIC)
-    with pytest.raises(P.PayloadError, match="unexpected"):
-        P.validate_reply(
-            P.Reply(P.PREDICT_PUBLIC, arrays={"probs": probs(), "w": probs()}),
+    spec = protocol.REPLY_SPECS[protocol.PREDICT_PUBLIC]
+    with pytest.raises(protocol.PayloadError, match="missing"):
+        protocol.validate_reply(
+            protocol.Reply(protocol.PREDICT_PUBLIC),
             spec,
             CTX,
             client_id=1,
-            task=P.PREDICT_PUBLIC,
+            task=protocol.PREDICT_PUBLIC,
         )
-    with pytest.raises(P.PayloadError, match="reported an error: boom"):
-        P.validate_reply(
-            P.Reply(P.PREDICT_PUBLIC, error="boom"), spec, CTX, client_id=1, task=P.PREDICT_PUBLIC
+    with pytest.raises(protocol.PayloadError, match="unexpected"):
+        protocol.validate_reply(
+            protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": probs(), "w": probs()}),
+            spec,
+            CTX,
+            client_id=1,
+            task=protocol.PREDICT_PUBLIC,
         )
-    with pytest.raises(P.PayloadError, match="for task"):
-        P.validate_reply(P.Reply(P.DISTILL), {}, CTX, client_id=1, task=P.PREDICT_PUBLIC)
-    with pytest.raises(P.PayloadError, match="metric"):
-        P.validate_reply(
-            P.Reply(P.EVALUATE, metrics={"top1": float("nan")}),
+    with pytest.raises(protocol.PayloadError, match="reported an error: boom"):
+        protocol.validate_reply(
+            protocol.Reply(protocol.PREDICT_PUBLIC, error="boom"),
+            spec,
+            CTX,
+            client_id=1,
+            task=protocol.PREDICT_PUBLIC,
+        )
+    with pytest.raises(protocol.PayloadError, match="for task"):
+        protocol.validate_reply(
+            protocol.Reply(protocol.DISTILL), {}, CTX, client_id=1, task=protocol.PREDICT_PUBLIC
+        )
+    with pytest.raises(protocol.PayloadError, match="metric"):
+        protocol.validate_reply(
+            protocol.Reply(protocol.EVALUATE, metrics={"top1": float("nan")}),
             {},
             CTX,
             client_id=1,
-            task=P.EVALUATE,
+            task=protocol.EVALUATE,
         )
 
 
 def test_byte_accounting_counts_array_payload():
-    m = P.Message(P.DISTILL, {"epochs": 1}, {"targets": probs(100, 10)})
-    assert P.message_bytes(m) == 100 * 10 * 4
-    assert P.message_bytes(P.Message(P.EVALUATE)) == 0
+    m = protocol.Message(protocol.DISTILL, {"epochs": 1}, {"targets": probs(100, 10)})
+    assert protocol.message_bytes(m) == 100 * 10 * 4
+    assert protocol.message_bytes(protocol.Message(protocol.EVALUATE)) == 0
 
 
 def test_message_rejects_unknown_task_and_non_scalar_config():
     with pytest.raises(ValueError, match="unknown task"):
-        P.Message("train_everything")
+        protocol.Message("train_everything")
     with pytest.raises(TypeError, match="scalar"):
-        P.Message(P.TRAIN_LOCAL, {"epochs": [1, 2]})
+        protocol.Message(protocol.TRAIN_LOCAL, {"epochs": [1, 2]})

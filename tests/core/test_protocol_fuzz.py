@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 N, M = 5, 3
 CTX = {"n": N, "m": M}
@@ -113,11 +113,11 @@ METRIC_VALUES = st.one_of(
 
 
 @st.composite
-def replies(draw: st.DrawFn, task: str = P.PREDICT_PUBLIC) -> P.Reply:
+def replies(draw: st.DrawFn, task: str = protocol.PREDICT_PUBLIC) -> protocol.Reply:
     arrays = draw(st.dictionaries(KEYS, any_value(), max_size=3))
     metrics = draw(st.dictionaries(st.one_of(st.text(max_size=4), st.integers()), METRIC_VALUES))
-    return P.Reply(
-        draw(st.one_of(st.just(task), st.sampled_from(P.TASKS), st.text(max_size=4))),
+    return protocol.Reply(
+        draw(st.one_of(st.just(task), st.sampled_from(protocol.TASKS), st.text(max_size=4))),
         arrays=arrays,
         metrics=metrics,
         error=draw(st.one_of(st.none(), st.none(), st.text(max_size=5))),
@@ -125,15 +125,15 @@ def replies(draw: st.DrawFn, task: str = P.PREDICT_PUBLIC) -> P.Reply:
 
 
 SPECS = {
-    "probs": {"probs": P.PROBS},
-    "labels": P.HARD_LABELS_REPLY,
-    "weights": {"w": P.ArraySpec((None, M), dtypes=P.WEIGHT_DTYPES)},
-    "any weights": P.WEIGHTS_ANY,
+    "probs": {"probs": protocol.PROBS},
+    "labels": protocol.HARD_LABELS_REPLY,
+    "weights": {"w": protocol.ArraySpec((None, M), dtypes=protocol.WEIGHT_DTYPES)},
+    "any weights": protocol.WEIGHTS_ANY,
 }
 
 
 # -- the acceptance oracle: what each spec documents ---------------------------------------------
-def _satisfies(array: object, spec: P.ArraySpec) -> bool:
+def _satisfies(array: object, spec: protocol.ArraySpec) -> bool:
     if not isinstance(array, np.ndarray) or array.size == 0 or array.nbytes > LIMIT:
         return False
     if spec.shape is not None:
@@ -155,13 +155,13 @@ def _satisfies(array: object, spec: P.ArraySpec) -> bool:
     return True
 
 
-def _reply_satisfies(reply: P.Reply, spec: dict[str, P.ArraySpec], task: str) -> bool:
+def _reply_satisfies(reply: protocol.Reply, spec: dict[str, protocol.ArraySpec], task: str) -> bool:
     if reply.task != task or reply.error is not None:
         return False
-    names = set(spec) - {P.ANY_NAME}
-    if P.ANY_NAME not in spec and set(reply.arrays) != names:
+    names = set(spec) - {protocol.ANY_NAME}
+    if protocol.ANY_NAME not in spec and set(reply.arrays) != names:
         return False
-    wildcard = spec.get(P.ANY_NAME)
+    wildcard = spec.get(protocol.ANY_NAME)
     for name, array in reply.arrays.items():
         if not isinstance(name, str) or not _satisfies(array, spec.get(name, wildcard)):
             return False
@@ -179,13 +179,15 @@ def _finite_number(value: object) -> bool:
         return False
 
 
-def _receive(reply: object, spec: dict[str, P.ArraySpec]) -> P.Reply | P.PayloadError:
+def _receive(
+    reply: object, spec: dict[str, protocol.ArraySpec]
+) -> protocol.Reply | protocol.PayloadError:
     try:
-        return P.validate_reply(
-            reply, spec, CTX, client_id=3, task=P.PREDICT_PUBLIC, max_bytes=LIMIT
+        return protocol.validate_reply(
+            reply, spec, CTX, client_id=3, task=protocol.PREDICT_PUBLIC, max_bytes=LIMIT
         )
-    except P.PayloadError as err:
-        assert err.client_id == 3 and err.task == P.PREDICT_PUBLIC
+    except protocol.PayloadError as err:
+        assert err.client_id == 3 and err.task == protocol.PREDICT_PUBLIC
         assert err.reason and "client 3" in str(err)
         return err
 
@@ -196,24 +198,28 @@ def _receive(reply: object, spec: dict[str, P.ArraySpec]) -> P.Reply | P.Payload
 def test_any_single_array_is_accepted_only_if_it_meets_the_spec(which: str, array: object) -> None:
     spec = SPECS[which]
     name = "probs" if which == "any weights" else next(iter(spec))
-    reply = P.Reply(P.PREDICT_PUBLIC, arrays={name: array})
+    reply = protocol.Reply(protocol.PREDICT_PUBLIC, arrays={name: array})
     outcome = _receive(reply, spec)
-    accepted = not isinstance(outcome, P.PayloadError)
-    assert accepted == _reply_satisfies(reply, spec, P.PREDICT_PUBLIC)
+    accepted = not isinstance(outcome, protocol.PayloadError)
+    assert accepted == _reply_satisfies(reply, spec, protocol.PREDICT_PUBLIC)
     if accepted:
         assert outcome.arrays[name] is array  # accepted payloads are never "fixed" silently
 
 
 @given(reply=replies())
-@example(reply=P.Reply(P.PREDICT_PUBLIC, arrays={0: np.zeros(3), "probs": np.zeros(3)}))
-@example(reply=P.Reply(P.PREDICT_PUBLIC, arrays={None: np.zeros(3)}))
-@example(reply=P.Reply(P.PREDICT_PUBLIC, metrics={"loss": 10**400}))
-@example(reply=P.Reply(P.PREDICT_PUBLIC, metrics={0: 1.0}))
-def test_any_reply_is_accepted_only_if_valid_else_rejected_with_a_reason(reply: P.Reply) -> None:
+@example(
+    reply=protocol.Reply(protocol.PREDICT_PUBLIC, arrays={0: np.zeros(3), "probs": np.zeros(3)})
+)
+@example(reply=protocol.Reply(protocol.PREDICT_PUBLIC, arrays={None: np.zeros(3)}))
+@example(reply=protocol.Reply(protocol.PREDICT_PUBLIC, metrics={"loss": 10**400}))
+@example(reply=protocol.Reply(protocol.PREDICT_PUBLIC, metrics={0: 1.0}))
+def test_any_reply_is_accepted_only_if_valid_else_rejected_with_a_reason(
+    reply: protocol.Reply,
+) -> None:
     spec = SPECS["probs"]
     outcome = _receive(reply, spec)
-    assert (not isinstance(outcome, P.PayloadError)) == _reply_satisfies(
-        reply, spec, P.PREDICT_PUBLIC
+    assert (not isinstance(outcome, protocol.PayloadError)) == _reply_satisfies(
+        reply, spec, protocol.PREDICT_PUBLIC
     )
 
 
@@ -227,20 +233,24 @@ def test_replies_with_wrongly_typed_fields_are_rejected(
 ) -> None:
     """An in-process client can return a Reply built from anything (dataclasses do not check)."""
     for bad in (
-        P.Reply(task, {}, {}),  # type: ignore[arg-type]
-        P.Reply(P.PREDICT_PUBLIC, arrays, {}),  # type: ignore[arg-type]
-        P.Reply(P.PREDICT_PUBLIC, {"probs": np.full((N, M), 1 / M)}, metrics),  # type: ignore[arg-type]
+        protocol.Reply(task, {}, {}),  # type: ignore[arg-type]
+        protocol.Reply(protocol.PREDICT_PUBLIC, arrays, {}),  # type: ignore[arg-type]
+        protocol.Reply(protocol.PREDICT_PUBLIC, {"probs": np.full((N, M), 1 / M)}, metrics),  # type: ignore[arg-type]
     ):
-        assert isinstance(_receive(bad, SPECS["probs"]), P.PayloadError)
+        assert isinstance(_receive(bad, SPECS["probs"]), protocol.PayloadError)
 
 
 def test_a_metric_too_large_for_a_float_is_rejected_not_an_overflow() -> None:
-    reply = P.Reply(P.PREDICT_PUBLIC, {"probs": np.full((N, M), 1 / M)}, {"loss": 10**400})
+    reply = protocol.Reply(
+        protocol.PREDICT_PUBLIC, {"probs": np.full((N, M), 1 / M)}, {"loss": 10**400}
+    )
     err = _receive(reply, SPECS["probs"])
-    assert isinstance(err, P.PayloadError) and "metric 'loss'" in err.reason
+    assert isinstance(err, protocol.PayloadError) and "metric 'loss'" in err.reason
 
 
 def test_array_names_that_are_not_strings_are_rejected_by_name() -> None:
-    reply = P.Reply(P.PREDICT_PUBLIC, {0: np.zeros(3), "probs": np.full((N, M), 1 / M)})
+    reply = protocol.Reply(
+        protocol.PREDICT_PUBLIC, {0: np.zeros(3), "probs": np.full((N, M), 1 / M)}
+    )
     err = _receive(reply, SPECS["probs"])
-    assert isinstance(err, P.PayloadError) and "array names must be strings" in err.reason
+    assert isinstance(err, protocol.PayloadError) and "array names must be strings" in err.reason

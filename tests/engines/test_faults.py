@@ -6,7 +6,7 @@ import pytest
 
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.engines.faults import (
     CORRUPTIONS,
@@ -70,7 +70,7 @@ class Probe(Algorithm):
     name = "probe"
 
     def run_round(self, fed, round_num):
-        replies = fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids})
+        replies = fed.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in fed.client_ids})
         rec = RoundRecord()
         rec.accuracy["x"] = {c: 1.0 for c in replies}
         return rec
@@ -92,11 +92,11 @@ def _hard():
 @pytest.mark.parametrize("kind", CORRUPTIONS)
 @pytest.mark.parametrize("hard", [False, True], ids=["probs", "labels"])
 def test_each_corruption_is_rejected_with_its_reason(kind, hard):
-    clean, spec = (_hard(), P.LABELS) if hard else (_soft(), P.PROBS)
-    P.validate_array("x", clean, spec, CONTEXT, client_id=3, task="t", max_bytes=LIMIT)
+    clean, spec = (_hard(), protocol.LABELS) if hard else (_soft(), protocol.PROBS)
+    protocol.validate_array("x", clean, spec, CONTEXT, client_id=3, task="t", max_bytes=LIMIT)
     bad = corrupt_array(clean, kind, np.random.default_rng(1), m=M, max_bytes=LIMIT)
-    with pytest.raises(P.PayloadError) as err:
-        P.validate_array("x", bad, spec, CONTEXT, client_id=3, task="t", max_bytes=LIMIT)
+    with pytest.raises(protocol.PayloadError) as err:
+        protocol.validate_array("x", bad, spec, CONTEXT, client_id=3, task="t", max_bytes=LIMIT)
     assert REASONS[kind][hard] in err.value.reason
     assert "client 3" in str(err.value)
 
@@ -107,15 +107,19 @@ def test_decisions_are_stateless_and_shared_between_modes():
     again = FaultInjector(FaultConfig(dropout=0.25), ids, seed=7)
     corrupt = FaultInjector(FaultConfig(corrupt=0.25), ids, seed=7)
     for r in (1, 2, 3):
-        hit = [c for c in ids if drop.fault(r, c, P.DISTILL) == "dropout"]
-        assert hit == [c for c in ids if again.fault(r, c, P.DISTILL) == "dropout"]
-        assert hit == [c for c in ids if corrupt.fault(r, c, P.DISTILL) == "corrupt"]
+        hit = [c for c in ids if drop.fault(r, c, protocol.DISTILL) == "dropout"]
+        assert hit == [c for c in ids if again.fault(r, c, protocol.DISTILL) == "dropout"]
+        assert hit == [c for c in ids if corrupt.fault(r, c, protocol.DISTILL) == "corrupt"]
         assert 3 <= len(hit) <= 18  # a quarter of 40, loosely
     other = FaultInjector(FaultConfig(dropout=0.25), ids, seed=8)
-    assert [other.fault(1, c, P.DISTILL) for c in ids] != [drop.fault(1, c, P.DISTILL) for c in ids]
-    assert drop.fault(1, 0, P.EVALUATE) is None  # evaluation is a measurement, never faulted
-    only = FaultInjector(FaultConfig(dropout=1.0, tasks=[P.PREDICT_PUBLIC]), ids, seed=7)
-    assert only.fault(1, 0, P.TRAIN_LOCAL) is None and only.fault(1, 0, P.PREDICT_PUBLIC)
+    assert [other.fault(1, c, protocol.DISTILL) for c in ids] != [
+        drop.fault(1, c, protocol.DISTILL) for c in ids
+    ]
+    assert drop.fault(1, 0, protocol.EVALUATE) is None  # evaluation is a measurement, never faulted
+    only = FaultInjector(FaultConfig(dropout=1.0, tasks=[protocol.PREDICT_PUBLIC]), ids, seed=7)
+    assert only.fault(1, 0, protocol.TRAIN_LOCAL) is None and only.fault(
+        1, 0, protocol.PREDICT_PUBLIC
+    )
 
 
 @pytest.mark.parametrize(
@@ -138,8 +142,8 @@ def _train_and_predict(fault, **kwargs):
     engine = SimulationEngine(make_clients(*learners), PUBLIC, seed=0, **kwargs)
     engine._round = 1
     engine.faults.fault = lambda r, c, t: fault if c == 1 else None  # fault client 1 only
-    train = engine.send({c: P.Message(P.TRAIN_LOCAL) for c in (0, 1)})
-    predict = engine.send({c: P.Message(P.PREDICT_PUBLIC) for c in (0, 1)})
+    train = engine.send({c: protocol.Message(protocol.TRAIN_LOCAL) for c in (0, 1)})
+    predict = engine.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in (0, 1)})
     return engine, learners, train, predict
 
 
@@ -148,7 +152,7 @@ def test_dropout_client_does_no_work_and_sends_nothing():
     assert list(train) == [0] and list(predict) == [0]
     assert learners[1].fits == 0 and engine._bytes_down[1] == 0 and engine._bytes_up[1] == 0
     assert engine._rejected == []
-    assert {"client": 1, "task": P.PREDICT_PUBLIC, "fault": "dropout"} in engine._faults
+    assert {"client": 1, "task": protocol.PREDICT_PUBLIC, "fault": "dropout"} in engine._faults
 
 
 def test_straggler_does_the_work_but_its_late_reply_is_discarded():
@@ -179,7 +183,7 @@ def test_min_participation_ends_the_run_with_a_clear_error():
     with pytest.raises(ParticipationError, match=r"only 2 of 4 clients.*needs 3"):
         engine = SimulationEngine(clients, PUBLIC, faults={"dropout": 0.5}, min_participation=0.75)
         engine.faults.fault = lambda r, c, t: "dropout" if c < 2 else None
-        engine.send({c: P.Message(P.PREDICT_PUBLIC) for c in range(4)})
+        engine.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in range(4)})
 
 
 def test_round_records_faults_and_byzantine_clients():
@@ -202,13 +206,15 @@ def test_byzantine_replies_are_valid_and_hostile(mode):
     bad = sorted(inj.byzantine)[0]
     honest = next(c for c in ids if c not in inj.byzantine)
     soft, hard = _soft(), _hard()
-    reply = P.Reply(P.PREDICT_PUBLIC, arrays={"probs": soft})
+    reply = protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": soft})
     assert inj.byzantine_reply(reply, 1, honest, M) is reply
     out = inj.byzantine_reply(reply, 1, bad, M).arrays["probs"]
-    P.validate_array("probs", out, P.PROBS, CONTEXT, client_id=bad, task="t")
-    labels = inj.byzantine_reply(P.Reply(P.PREDICT_PUBLIC, arrays={"labels": hard}), 1, bad, M)
+    protocol.validate_array("probs", out, protocol.PROBS, CONTEXT, client_id=bad, task="t")
+    labels = inj.byzantine_reply(
+        protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"labels": hard}), 1, bad, M
+    )
     labels = labels.arrays["labels"]
-    P.validate_array("labels", labels, P.LABELS, CONTEXT, client_id=bad, task="t")
+    protocol.validate_array("labels", labels, protocol.LABELS, CONTEXT, client_id=bad, task="t")
     assert labels.dtype == hard.dtype
     if mode == "flip":
         np.testing.assert_array_equal(out, soft[:, ::-1])

@@ -3,7 +3,7 @@ import pytest
 
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines import ClientError, SimulationEngine
 from cosmosfl.experiment import simulate
 from cosmosfl.learners.base import Learner
@@ -44,9 +44,11 @@ class Probe(Algorithm):
 
     def run_round(self, fed, round_num):
         with fed.phase("prediction"):
-            replies = fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids})
+            replies = fed.send(
+                {c: protocol.Message(protocol.PREDICT_PUBLIC) for c in fed.client_ids}
+            )
         targets = np.full((len(fed.public_x), 2), 0.5, np.float32)
-        fed.send({c: P.Message(P.DISTILL, {}, {"targets": targets}) for c in replies})
+        fed.send({c: protocol.Message(protocol.DISTILL, {}, {"targets": targets}) for c in replies})
         rec = RoundRecord()
         rec.accuracy["x"] = {c: 1.0 for c in replies}
         return rec
@@ -69,7 +71,7 @@ def test_bad_payload_excluded_and_recorded():
     rec = result.records[0]
     assert rec["accuracy"]["x"] == {"0": 1.0}
     assert rec["rejected"] == [
-        {"client": 1, "task": P.PREDICT_PUBLIC, "reason": rec["rejected"][0]["reason"]}
+        {"client": 1, "task": protocol.PREDICT_PUBLIC, "reason": rec["rejected"][0]["reason"]}
     ]
     assert "sum to 1" in rec["rejected"][0]["reason"]
     assert rec["bytes_down"]["1"] == 0  # the excluded client got no distillation targets
@@ -78,17 +80,21 @@ def test_bad_payload_excluded_and_recorded():
 def test_client_exception_stops_a_strict_run_with_the_traceback():
     engine = SimulationEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC)
     with pytest.raises(ClientError, match=r"client 1 failed task 'train_local'.*disk full") as err:
-        engine.send({0: P.Message(P.TRAIN_LOCAL), 1: P.Message(P.TRAIN_LOCAL)})
+        engine.send(
+            {0: protocol.Message(protocol.TRAIN_LOCAL), 1: protocol.Message(protocol.TRAIN_LOCAL)}
+        )
     assert "in fit" in str(err.value)  # the client's own traceback is kept
 
 
 def test_client_exception_becomes_rejection_and_all_failing_is_an_error():
     engine = SimulationEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC, strict=False)
-    replies = engine.send({0: P.Message(P.TRAIN_LOCAL), 1: P.Message(P.TRAIN_LOCAL)})
+    replies = engine.send(
+        {0: protocol.Message(protocol.TRAIN_LOCAL), 1: protocol.Message(protocol.TRAIN_LOCAL)}
+    )
     assert list(replies) == [0]
     engine = SimulationEngine(make_clients(Fixed(fail=True)), PUBLIC, strict=False)
     with pytest.raises(RuntimeError, match=r"every client failed.*disk full"):
-        engine.send({0: P.Message(P.TRAIN_LOCAL)})
+        engine.send({0: protocol.Message(protocol.TRAIN_LOCAL)})
 
 
 def test_federation_checks():

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines import SimulationEngine
 from cosmosfl.engines.simulation import ClientError
 from cosmosfl.learners.base import Learner
@@ -47,7 +47,7 @@ class Probe(Algorithm):
         self.received: dict[int, np.ndarray] = {}
 
     def run_round(self, fed, round_num):  # type: ignore[no-untyped-def]
-        replies = fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids})
+        replies = fed.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in fed.client_ids})
         self.received.update({c: r.arrays["probs"] for c, r in replies.items()})
         return RoundRecord()
 
@@ -65,8 +65,8 @@ ARRAYS = st.one_of(
 )
 REPLIES = st.one_of(
     st.builds(
-        P.Reply,
-        st.sampled_from([P.PREDICT_PUBLIC, P.PREDICT_PUBLIC, P.DISTILL, ""]),
+        protocol.Reply,
+        st.sampled_from([protocol.PREDICT_PUBLIC, protocol.PREDICT_PUBLIC, protocol.DISTILL, ""]),
         arrays=st.dictionaries(
             st.one_of(st.sampled_from(["probs", "probs.uint8", "x"]), st.integers(0, 2)),
             ARRAYS,
@@ -110,8 +110,12 @@ def _valid(a: object) -> bool:
 @given(hostile=REPLIES)
 # Regressions: an array as error_kind raised "truth value ... is ambiguous" in strict mode; a
 # ragged list raised ValueError while its bytes were counted (before validation).
-@example(hostile=P.Reply(P.PREDICT_PUBLIC, error="x", error_kind=np.array(["exception"] * 2)))
-@example(hostile=P.Reply(P.PREDICT_PUBLIC, arrays={"probs": [[0.5], [0.5, 0.5]]}))
+@example(
+    hostile=protocol.Reply(
+        protocol.PREDICT_PUBLIC, error="x", error_kind=np.array(["exception"] * 2)
+    )
+)
+@example(hostile=protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": [[0.5], [0.5, 0.5]]}))
 def test_any_reply_is_accepted_if_valid_else_rejected_and_never_used(
     strict: bool, hostile: object
 ) -> None:
@@ -120,7 +124,7 @@ def test_any_reply_is_accepted_if_valid_else_rejected_and_never_used(
     try:
         record = engine.run_round(probe, 1, 1)
     except ClientError:  # strict mode: a client's own exception is a bug to stop on
-        assert strict and isinstance(hostile, P.Reply) and hostile.error_kind == "exception"
+        assert strict and isinstance(hostile, protocol.Reply) and hostile.error_kind == "exception"
         return
     json.dumps(record, allow_nan=False)
     np.testing.assert_array_equal(probe.received[1], HONEST)

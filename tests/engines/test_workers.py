@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.workers import WorkerPool
 from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import ConfigError, load_config
@@ -131,13 +131,18 @@ def test_dead_worker_is_a_clear_error_and_learners_come_back():
         c.public_x = np.zeros((3, 1), np.float32)
     pool = WorkerPool(clients, 2)
     try:
-        replies = pool.handle({0: P.Message(P.PREDICT_PUBLIC), 1: P.Message(P.PREDICT_PUBLIC)})
+        replies = pool.handle(
+            {
+                0: protocol.Message(protocol.PREDICT_PUBLIC),
+                1: protocol.Message(protocol.PREDICT_PUBLIC),
+            }
+        )
         assert set(replies) == {0, 1} and replies[0].arrays["probs"].shape == (3, 2)
         assert set(pool.learners()) == {0, 1}
         with pytest.raises(KeyError, match="unknown client 7"):
-            pool.handle({7: P.Message(P.EVALUATE)})
+            pool.handle({7: protocol.Message(protocol.EVALUATE)})
         with pytest.raises(RuntimeError, match="died"):
-            pool.handle({0: P.Message(P.TRAIN_LOCAL)})
+            pool.handle({0: protocol.Message(protocol.TRAIN_LOCAL)})
     finally:
         pool.close()
 

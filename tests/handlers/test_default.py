@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.client import label_prior_weights
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 
 from ..test_client import client, targets
 
@@ -19,7 +19,9 @@ def test_label_prior_weights_use_only_the_clients_own_labels():
     assert w.mean() == pytest.approx(1.0)
     c = client()
     c.handle(
-        P.Message(P.DISTILL, {"client_weights": "label-prior"}, {"targets": targets([0, 1, 2, 0])})
+        protocol.Message(
+            protocol.DISTILL, {"client_weights": "label-prior"}, {"targets": targets([0, 1, 2, 0])}
+        )
     )
     assert np.allclose(c.learner.calls[-1][4], w)
 

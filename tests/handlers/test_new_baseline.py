@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Distill, MetricsReply, ProbsReply, Request, always_sent
 from cosmosfl.data import load_dataset, paper_split
 from cosmosfl.engines import SimulationEngine
@@ -34,7 +34,7 @@ from cosmosfl.models import build_model
 class ConfidentTrain(Request):
     """train_local with a confidence penalty: cross-entropy − β·H(p) on each batch."""
 
-    task: ClassVar[str] = P.TRAIN_LOCAL
+    task: ClassVar[str] = protocol.TRAIN_LOCAL
     epochs: int = always_sent(1)
     beta: float = always_sent(0.1)
 
@@ -43,7 +43,7 @@ class ConfidentTrain(Request):
 class SharpPredict(Request):
     """predict_public, each row raised to the power `gamma` and renormalised by the client."""
 
-    task: ClassVar[str] = P.PREDICT_PUBLIC
+    task: ClassVar[str] = protocol.PREDICT_PUBLIC
     gamma: float = always_sent(2.0)
 
 
@@ -139,7 +139,7 @@ def test_the_toy_handlers_change_what_clients_do():
     penalised, free = federation()[0][0], federation()[0][0]
     penalised.handlers = SHARPEN_HANDLERS
     penalised.handle(ConfidentTrain(2, beta=5.0).to_message())
-    free.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 2}))
+    free.handle(protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 2}))
     entropy = [  # mean predictive entropy on the client's own test split
         float(-(p * np.log(np.clip(p, 1e-12, 1))).sum(axis=1).mean())
         for p in (c.learner.predict_proba(c.test[0]) for c in (penalised, free))

@@ -5,7 +5,7 @@ clear error for a learner without parameters."""
 import numpy as np
 
 from cosmosfl.client import Client
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.handlers import ditto, fedbabu
 from cosmosfl.learners.sklearn import SklearnLearner
 
@@ -22,10 +22,10 @@ def test_weights_of_the_wrong_shape_are_refused_by_the_client():
     weights = c.learner.get_weights()
     name = next(iter(weights))
     wrong = dict(weights, **{name: np.zeros((3, 3), np.float32)})
-    reply = c.handle(P.Message(P.SET_WEIGHTS, {}, wrong))
+    reply = c.handle(protocol.Message(protocol.SET_WEIGHTS, {}, wrong))
     assert not reply.ok and reply.error_kind == "payload" and "shape" in reply.error
     nan = dict(weights, **{name: np.full_like(weights[name], np.nan)})
-    assert "non-finite" in c.handle(P.Message(P.SET_WEIGHTS, {}, nan)).error
+    assert "non-finite" in c.handle(protocol.Message(protocol.SET_WEIGHTS, {}, nan)).error
     for key, value in c.learner.get_weights().items():  # nothing was loaded
         np.testing.assert_array_equal(value, weights[key])
 
@@ -39,15 +39,19 @@ def test_slots_are_independent_copies_addressed_by_config():
     c = client()
     c.handlers = fedbabu.HANDLERS  # trains slots, and starts one from another (init_from)
     main_before = c.learner.get_weights()
-    reply = c.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 1, "slot": "global"}))
+    reply = c.handle(protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 1, "slot": "global"}))
     assert reply.ok and set(c.slots) == {"global"}
     for n, v in c.learner.get_weights().items():  # training the slot left `learner` alone
         np.testing.assert_array_equal(v, main_before[n])
-    got = c.handle(P.Message(P.GET_WEIGHTS, {"slot": "global"}))
+    got = c.handle(protocol.Message(protocol.GET_WEIGHTS, {"slot": "global"}))
     assert got.metrics["num_samples"] == 48
     assert any(not np.array_equal(got.arrays[n], main_before[n]) for n in main_before)
     # init_from copies another slot's weights before training (0 epochs: a plain copy).
-    c.handle(P.Message(P.TRAIN_LOCAL, {"epochs": 0, "slot": "personal", "init_from": "global"}))
+    c.handle(
+        protocol.Message(
+            protocol.TRAIN_LOCAL, {"epochs": 0, "slot": "personal", "init_from": "global"}
+        )
+    )
     for n, v in c.slots["personal"].get_weights().items():
         np.testing.assert_array_equal(v, got.arrays[n])
     # Client state covers the learner and every slot.
@@ -70,6 +74,9 @@ def test_parameter_tasks_on_a_sklearn_client_are_a_clear_error():
         (x[:8].reshape(8, -1), y[:8]),
         handlers=ditto.HANDLERS,
     )
-    for message in (P.Message(P.GET_WEIGHTS), P.Message(P.TRAIN_LOCAL, {"slot": "global"})):
+    for message in (
+        protocol.Message(protocol.GET_WEIGHTS),
+        protocol.Message(protocol.TRAIN_LOCAL, {"slot": "global"}),
+    ):
         reply = c.handle(message)
         assert not reply.ok and "SklearnLearner has none" in reply.error

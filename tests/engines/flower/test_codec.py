@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.flower import codec
 
 
@@ -16,8 +16,10 @@ def test_codec_round_trip_keeps_tasks_config_types_and_arrays() -> None:
     targets = np.random.default_rng(0).dirichlet(np.ones(3), size=5).astype(np.float32)
     batch = codec.Batch(
         [
-            P.Message(P.TRAIN_LOCAL, {"epochs": 2}),
-            P.Message(P.DISTILL, {"lam": 5.0, "client_weights": "uniform"}, {"targets": targets}),
+            protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 2}),
+            protocol.Message(
+                protocol.DISTILL, {"lam": 5.0, "client_weights": "uniform"}, {"targets": targets}
+            ),
             codec.ServerEval({"name": "mlp", "width": 1.0}, {"w": np.arange(3, dtype=np.int64)}),
         ],
         round_num=7,
@@ -25,16 +27,20 @@ def test_codec_round_trip_keeps_tasks_config_types_and_arrays() -> None:
     back = codec.decode_batch(codec.encode_batch(batch))
     assert back.round_num == 7
     first, second, third = back.items
-    assert first == P.Message(P.TRAIN_LOCAL, {"epochs": 2})
+    assert first == protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 2})
     assert isinstance(first.config["epochs"], int)
-    assert second.task == P.DISTILL and second.config["lam"] == 5.0
+    assert second.task == protocol.DISTILL and second.config["lam"] == 5.0
     assert second.arrays["targets"].dtype == np.float32
     np.testing.assert_array_equal(second.arrays["targets"], targets)
     assert isinstance(third, codec.ServerEval) and third.arrays["w"].dtype == np.int64
 
     replies = [
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.PREDICT_PUBLIC, arrays={"probs": targets})),
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.DISTILL, error="boom", error_kind="exception")),
+        codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": targets})
+        ),
+        codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.DISTILL, error="boom", error_kind="exception")
+        ),
     ]
     pid, got = codec.decode_replies(codec.encode_replies(3, replies))
     assert pid == 3

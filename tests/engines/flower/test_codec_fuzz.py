@@ -15,7 +15,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flowe
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.flower import codec
 
 from .hostile import UNPICKLED, huge_declared, mutated, pickled_array
@@ -25,16 +25,22 @@ PROBS = np.full((N, M), 1 / M, np.float32)
 HONEST_REPLIES = codec.encode_replies(
     1,
     [
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.TRAIN_LOCAL, metrics={"loss": 0.5}), 1.5),
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.PREDICT_PUBLIC, arrays={"probs": PROBS})),
-        codec.ItemReply(codec.SERVER_EVAL, P.Reply(P.EVALUATE, metrics={"accuracy": 0.9})),
+        codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.TRAIN_LOCAL, metrics={"loss": 0.5}), 1.5
+        ),
+        codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": PROBS})
+        ),
+        codec.ItemReply(
+            codec.SERVER_EVAL, protocol.Reply(protocol.EVALUATE, metrics={"accuracy": 0.9})
+        ),
     ],
 )
 HONEST_BATCH = codec.encode_batch(
     codec.Batch(
         [
-            P.Message(P.TRAIN_LOCAL, {"epochs": 1}),
-            P.Message(P.DISTILL, {"lam": 1.0}, {"targets": PROBS}),
+            protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 1}),
+            protocol.Message(protocol.DISTILL, {"lam": 1.0}, {"targets": PROBS}),
             codec.ServerEval({"name": "mlp"}, {"w": np.zeros(3, np.float32)}),
         ],
         round_num=2,
@@ -77,7 +83,7 @@ def test_any_batch_record_decodes_to_messages_or_a_record_error(content: RecordD
     else:
         assert isinstance(batch.round_num, int)
         for item in batch.items:
-            assert isinstance(item, P.Message | codec.ServerEval)
+            assert isinstance(item, protocol.Message | codec.ServerEval)
             assert all(isinstance(v, np.ndarray) for v in item.arrays.values())
     assert UNPICKLED == []
 

@@ -10,7 +10,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flowe
 
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.apps.flower.client_app import make_client_app
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.experiment.config import load_config
 
 from .loopback import LoopbackGrid
@@ -32,8 +32,10 @@ class _Probe(Algorithm):
 
     def run_round(self, fed, round_num):  # type: ignore[no-untyped-def]
         record = RoundRecord()
-        trained = fed.send({c: P.Message(P.TRAIN_LOCAL, {"epochs": 1}) for c in fed.client_ids})
-        probs = fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids})
+        trained = fed.send(
+            {c: protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 1}) for c in fed.client_ids}
+        )
+        probs = fed.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in fed.client_ids})
         record.info["trained"] = sorted(trained)
         record.info["predicted"] = sorted(probs)
         return record
@@ -43,7 +45,11 @@ def test_a_failing_a_silent_and_an_offline_client_are_recorded_and_the_run_goes_
     cfg = load_config(None, SMALL)
 
     def hook(client, item):  # type: ignore[no-untyped-def]
-        if client.id == 1 and isinstance(item, P.Message) and item.task == P.TRAIN_LOCAL:
+        if (
+            client.id == 1
+            and isinstance(item, protocol.Message)
+            and item.task == protocol.TRAIN_LOCAL
+        ):
             raise_in_fit = grid.round == 2
 
             def fit(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -71,12 +77,12 @@ def test_a_failing_a_silent_and_an_offline_client_are_recorded_and_the_run_goes_
     assert second["rejected"] == [
         {
             "client": 1,
-            "task": P.TRAIN_LOCAL,
+            "task": protocol.TRAIN_LOCAL,
             "reason": "client reported an error: RuntimeError: disk full",
         }
     ]
     missing = {(m["client"], m["task"]) for m in second["missing"]}
-    assert missing == {(2, P.TRAIN_LOCAL), (2, P.PREDICT_PUBLIC)}
+    assert missing == {(2, protocol.TRAIN_LOCAL), (2, protocol.PREDICT_PUBLIC)}
     assert all("no reply" in m["reason"] for m in second["missing"])
 
     assert third["predicted"] == [0, 1, 2]  # client 2 is back; client 3 is offline

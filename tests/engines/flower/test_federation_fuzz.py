@@ -20,7 +20,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.task_identity import TaskIdentity
 
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.flower.federation import FlowerFederation
 
@@ -33,8 +33,12 @@ PROBS = np.array([[0.5, 0.25, 0.25]] * N, np.float32)
 HONEST = codec.encode_replies(
     0,
     [
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.TRAIN_LOCAL, metrics={"loss": 0.5}), 0.25),
-        codec.ItemReply(codec.PROTOCOL, P.Reply(P.PREDICT_PUBLIC, arrays={"probs": PROBS})),
+        codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.TRAIN_LOCAL, metrics={"loss": 0.5}), 0.25
+        ),
+        codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": PROBS})
+        ),
     ],
 )
 
@@ -82,10 +86,14 @@ class ScriptedGrid(Grid):
 
 def _honest(item: codec.Item) -> codec.ItemReply:
     if isinstance(item, codec.ServerEval):
-        return codec.ItemReply(codec.SERVER_EVAL, P.Reply(P.EVALUATE, metrics={"accuracy": 0.5}))
-    if item.task == P.PREDICT_PUBLIC:
-        return codec.ItemReply(codec.PROTOCOL, P.Reply(P.PREDICT_PUBLIC, arrays={"probs": PROBS}))
-    return codec.ItemReply(codec.PROTOCOL, P.Reply(item.task, metrics={"loss": 0.5}), 0.25)
+        return codec.ItemReply(
+            codec.SERVER_EVAL, protocol.Reply(protocol.EVALUATE, metrics={"accuracy": 0.5})
+        )
+    if item.task == protocol.PREDICT_PUBLIC:
+        return codec.ItemReply(
+            codec.PROTOCOL, protocol.Reply(protocol.PREDICT_PUBLIC, arrays={"probs": PROBS})
+        )
+    return codec.ItemReply(codec.PROTOCOL, protocol.Reply(item.task, metrics={"loss": 0.5}), 0.25)
 
 
 class Probe(Algorithm):
@@ -97,8 +105,8 @@ class Probe(Algorithm):
         self.received: dict[int, np.ndarray] = {}
 
     def run_round(self, fed, round_num):  # type: ignore[no-untyped-def]
-        fed.send({c: P.Message(P.TRAIN_LOCAL, {"epochs": 1}) for c in fed.client_ids})
-        replies = fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids})
+        fed.send({c: protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 1}) for c in fed.client_ids})
+        replies = fed.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in fed.client_ids})
         self.received.update({c: r.arrays["probs"] for c, r in replies.items()})
         return RoundRecord()
 
@@ -138,10 +146,10 @@ def test_a_hostile_reply_is_accepted_if_valid_else_recorded_and_never_used(
     assert all(isinstance(e["reason"], str) and e["reason"] for e in refused)
     if 0 in probe.received:
         assert _valid_probs(probe.received[0])
-        assert not any(e["task"] == P.PREDICT_PUBLIC for e in refused)
+        assert not any(e["task"] == protocol.PREDICT_PUBLIC for e in refused)
     else:
-        assert any(e["task"] == P.PREDICT_PUBLIC for e in refused)
-    assert all(s >= 0 for s in record["client_seconds"].get(P.TRAIN_LOCAL, {}).values())
+        assert any(e["task"] == protocol.PREDICT_PUBLIC for e in refused)
+    assert all(s >= 0 for s in record["client_seconds"].get(protocol.TRAIN_LOCAL, {}).values())
     assert UNPICKLED == []
 
 
@@ -155,8 +163,8 @@ def test_an_undecodable_reply_rejects_every_item_it_answers() -> None:
     probe, record = _run(hostile)
     assert 0 not in probe.received
     assert [(e["client"], e["task"]) for e in record["rejected"]] == [
-        (0, P.TRAIN_LOCAL),
-        (0, P.PREDICT_PUBLIC),
+        (0, protocol.TRAIN_LOCAL),
+        (0, protocol.PREDICT_PUBLIC),
     ]
     assert all(
         "malformed reply: config record '1.head' is missing" in e["reason"]
@@ -171,7 +179,7 @@ def test_reported_client_seconds_that_are_not_a_duration_are_refused(seconds: fl
     for name, record in HONEST.items():
         hostile[name] = record
     hostile["0.head"] = ConfigRecord(
-        {"kind": codec.PROTOCOL, "task": P.TRAIN_LOCAL, "seconds": seconds}
+        {"kind": codec.PROTOCOL, "task": protocol.TRAIN_LOCAL, "seconds": seconds}
     )
     probe, record = _run(hostile)
     assert 0 not in probe.received
@@ -206,7 +214,12 @@ def test_a_server_evaluation_with_metrics_that_are_not_numbers_is_rejected(accur
     """Regression: a server-model evaluation reply was accepted with whatever metrics it
     carried (NaN, inf, an int too large for a float) and reported as that client's h_π(i)."""
     hostile = codec.encode_replies(
-        0, [codec.ItemReply(codec.SERVER_EVAL, P.Reply(P.EVALUATE, metrics={"accuracy": 0.5}))]
+        0,
+        [
+            codec.ItemReply(
+                codec.SERVER_EVAL, protocol.Reply(protocol.EVALUATE, metrics={"accuracy": 0.5})
+            )
+        ],
     )
     hostile["0.metrics"] = MetricRecord({"accuracy": accuracy})
     fed = FlowerFederation(

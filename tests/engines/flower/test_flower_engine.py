@@ -16,7 +16,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flowe
 
 from cosmosfl.apps.flower.client_app import make_client_app
 from cosmosfl.apps.flower.settings import AppSettings
-from cosmosfl.core import protocol as P
+from cosmosfl.core import protocol
 from cosmosfl.engines.flower.federation import FlowerFederation
 from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import dump_config, load_config
@@ -119,8 +119,8 @@ def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
     cfg = load_config(None, SMALL)
     grid = LoopbackGrid(make_client_app(settings_for(cfg)), 4)
     fed = federation(cfg, grid)
-    fed.send({0: P.Message(P.TRAIN_LOCAL, {"epochs": 1})})
-    trained = dict(fed.send({0: P.Message(P.PREDICT_PUBLIC)}))[0].arrays["probs"]
+    fed.send({0: protocol.Message(protocol.TRAIN_LOCAL, {"epochs": 1})})
+    trained = dict(fed.send({0: protocol.Message(protocol.PREDICT_PUBLIC)}))[0].arrays["probs"]
     (
         client,
         initial,
@@ -128,7 +128,7 @@ def test_learner_state_survives_in_context_state_not_in_the_process() -> None:
         v for k, v in client_app._CLIENTS.items() if k[1:] == (dump_config(cfg), 0)
     )
     client.set_state(initial)  # the process's copy forgets the training: only context.state knows
-    again = dict(fed.send({0: P.Message(P.PREDICT_PUBLIC)}))[0].arrays["probs"]
+    again = dict(fed.send({0: protocol.Message(protocol.PREDICT_PUBLIC)}))[0].arrays["probs"]
     np.testing.assert_array_equal(again, trained)
 
 
@@ -143,7 +143,7 @@ def test_client_factory_serves_a_user_built_client() -> None:
 
     grid = LoopbackGrid(make_client_app(settings_for(cfg), client_factory=factory), 4)
     fed = federation(cfg, grid)
-    replies = dict(fed.send({c: P.Message(P.PREDICT_PUBLIC) for c in fed.client_ids}))
+    replies = dict(fed.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in fed.client_ids}))
     for cid, reply in replies.items():
         expected = exp.clients[cid].learner.predict_proba(exp.public_x)
         np.testing.assert_array_equal(reply.arrays["probs"], expected)
