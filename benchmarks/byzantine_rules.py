@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--candidates", action="store_true", help="also the nearest-neighbour rules tried"
     )
+    p.add_argument(
+        "--distance", default="l1", help="l1 (the paper's) or l1-chance (core/clustering.py)"
+    )
     args = p.parse_args(argv)
     rules = {
         name: (lambda d, k, m=method, r=rule: choose_clusters(d, m, r, target=k).clusters)
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             p_lied = probs.copy()
             for b in liars:
                 p_lied[b] = lie(p_lied[b], mode, np.random.default_rng(b))
-            d = pairwise_distances(list(p_lied), "l1")
+            d = pairwise_distances(list(p_lied), args.distance)
             for name, rule_fn in rules.items():
                 clusters = rule_fn(d, k)
                 ari, isolated = score(truth, liars, clusters)

@@ -41,6 +41,13 @@ VARIANTS = {
     # honest groups.
     "cosmos-al": ("cosmos", AVERAGE_LINKAGE),
     "cosmos-al-median": ("cosmos", [*AVERAGE_LINKAGE, "cosmos.aggregation=median"]),
+    # The same with chance-corrected distances (core/clustering.py, "l1-chance"): labels that
+    # do not depend on the sample sit at ~1 from everyone, so liars stay alone.
+    "cosmos-chance": ("cosmos", [*AVERAGE_LINKAGE, "cosmos.distance=l1-chance"]),
+    "cosmos-chance-median": (
+        "cosmos",
+        [*AVERAGE_LINKAGE, "cosmos.distance=l1-chance", "cosmos.aggregation=median"],
+    ),
     "fedmd": ("fedmd", []),
     "comet": ("comet", []),
 }

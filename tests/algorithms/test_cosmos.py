@@ -369,3 +369,29 @@ def test_client_that_trained_nothing_is_not_marked_pretrained():
     with torch.random.fork_rng(devices=[]):
         engine.run_round(algo, 1, 2)
     assert 3 not in algo.pretrained and 4 in algo.pretrained
+
+
+@pytest.mark.parametrize("mode", ["random", "flip", "fixed"])
+def test_chance_corrected_distances_leave_byzantine_clients_without_honest_mates(mode):
+    # 20 % liars of each kind; K and B0 are not given. Labels that do not depend on the
+    # sample (random, fixed) are at chance from everyone; flipped ones match no honest client
+    # sample by sample: no liar shares a cluster with an honest client.
+    clients, public_x, _ = small_federation()
+    algo = Cosmos(
+        clustering="average-linkage",
+        threshold_rule="silhouette",
+        distance="l1-chance",
+        server_model="mlp",
+        pretrain_epochs=10,
+        local_epochs=1,
+        server_epochs=1,
+        distill_epochs=1,
+    )
+    faults = {"byzantine": 0.2, "byzantine_mode": mode}
+    record = simulate(algo, clients, public_x, rounds=1, seed=0, faults=faults).records[0]
+    liars = set(record["byzantine"])
+    assert len(liars) == 2
+    clusters = {int(c): k for c, k in record["clusters"].items()}
+    for liar in liars:
+        mates = {c for c, k in clusters.items() if k == clusters[liar]} - {liar}
+        assert mates <= liars, f"liar {liar} shares cluster {clusters[liar]} with {mates}"

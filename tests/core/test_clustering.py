@@ -370,3 +370,60 @@ def test_nearly_symmetric_distances_are_symmetrised_before_clustering():
     noisy = d + np.triu(np.full_like(d, 1e-12), 1)  # symmetric within rounding only
     assert greedy_clustering(noisy, 0.4) == greedy_clustering((noisy + noisy.T) / 2, 0.4)
     assert threshold_for_clusters(noisy, 3) == threshold_for_clusters((noisy + noisy.T) / 2, 3)
+
+
+# -- chance-corrected ℓ1 ("l1-chance") ----------------------------------------------------
+def _group_labels(n=300, m=6, seed=0):
+    """Two groups of clients: members of a group predict the same (noisy) function of the
+    sample; the groups' functions are unrelated."""
+    rng = np.random.default_rng(seed)
+    truth = [rng.integers(0, m, n) for _ in range(2)]
+
+    def member(g):
+        logits = 4.0 * np.eye(m)[truth[g]] + rng.normal(0, 1, (n, m))
+        e = np.exp(logits - logits.max(1, keepdims=True))
+        return (e / e.sum(1, keepdims=True)).astype(np.float32)
+
+    return [member(0), member(0), member(1), member(1)]
+
+
+def test_chance_corrected_distance_is_the_ratio_to_shuffled_labels():
+    p = _group_labels()
+    d = pairwise_distances(p, "l1-chance", seed=3)
+    assert (np.diag(d) == 0).all() and np.allclose(d, d.T)
+    # Group mates agree sample by sample: far below chance; unrelated groups: about chance.
+    assert d[0, 1] < 0.7 and d[2, 3] < 0.7
+    assert 0.9 < d[0, 2] < 1.1 and 0.9 < d[1, 3] < 1.1
+    # The ratio itself: observed ℓ1 over the ℓ1 to a shuffle of U's rows (a few shuffles).
+    observed = reference(p)[0, 1]
+    shuffled = np.mean(
+        [np.abs(p[0] - p[1][np.random.default_rng(s).permutation(300)]).sum(1).mean()
+         for s in range(20)]
+    )  # fmt: skip
+    assert d[0, 1] == pytest.approx(observed / shuffled, rel=0.05)
+
+
+def test_labels_that_ignore_the_sample_are_at_chance_from_everyone():
+    p = _group_labels()
+    n, m = p[0].shape
+    constant = np.zeros((n, m), np.float32)
+    constant[:, 0] = 1.0  # a `fixed` Byzantine client
+    noise = np.random.default_rng(9).dirichlet(np.ones(m), n).astype(np.float32)  # `random`
+    # Whatever its class frequencies, a client whose labels ignore the sample is at chance.
+    d = pairwise_distances([*p, constant, constant.copy(), noise], "l1-chance", seed=1)
+    np.testing.assert_allclose(d[4, :4], 1.0, atol=1e-9)  # shuffling a constant changes nothing
+    assert d[4, 5] == 1.0  # two identical constants: agreement that says nothing
+    assert np.all(np.abs(d[6, :4] - 1.0) < 0.1)
+
+
+def test_chance_corrected_distance_is_seeded_and_validated():
+    p = _group_labels(n=120)
+    a = pairwise_distances(p, "l1-chance", seed=5)
+    np.testing.assert_array_equal(a, pairwise_distances(p, "l1-chance", seed=5))
+    assert not np.array_equal(a, pairwise_distances(p, "l1-chance", seed=6))
+    # Blocks of U do not change the result (the same shuffles whatever the block size).
+    np.testing.assert_allclose(
+        a, pairwise_distances(p, "l1-chance", seed=5, block_bytes=256), rtol=1e-12
+    )
+    with pytest.raises(ValueError, match="numba backend computes l1 distances only"):
+        pairwise_distances(p, "l1-chance", backend="numba")

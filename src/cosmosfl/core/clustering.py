@@ -10,7 +10,10 @@ import torch
 
 from cosmosfl.core import l1_kernel
 
-DISTANCES = ("l1", "l2")
+DISTANCES = ("l1", "l2", "l1-chance")
+# "l1-chance": the ℓ1 distance relative to its value under chance, estimated with this many
+# seeded permutations of the rows of U (see `chance_corrected_l1`).
+CHANCE_PERMUTATIONS = 3
 DISTANCE_BACKENDS = ("auto", "torch", "numba")
 # "auto" uses the compiled ℓ1 kernel (when numba is installed) from this many absolute
 # differences on: below it torch.cdist takes about a second, less than compiling the kernel,
@@ -66,7 +69,8 @@ def pairwise_distances(
 
     "l1" is the paper's ℓ1 distance divided by n: the mean per-sample ℓ1 distance, in [0, 2]
     for probability rows, so one threshold works for any |U|. "l2" is the mean per-sample
-    Euclidean distance (the official code used an un-normalised Frobenius norm).
+    Euclidean distance (the official code used an un-normalised Frobenius norm). "l1-chance"
+    is the ℓ1 distance relative to chance (`chance_corrected_l1`, an extension).
 
     Exact by default, computed in blocks of rows of U so memory stays near `block_bytes` plus
     the N x N result, whatever N and |U|. `sample` = s < |U| estimates the same quantity on s
@@ -91,6 +95,8 @@ def pairwise_distances(
             "the numba distance backend needs numba: pip install 'cosmosfl[fast]' "
             "(or use backend='torch')"
         )
+    if metric == "l1-chance":
+        return chance_corrected_l1(probs, sample=sample, seed=seed, block_bytes=block_bytes)
     n_clients = len(probs)
     if n_clients == 0:
         return np.zeros((0, 0))
@@ -130,6 +136,54 @@ def pairwise_distances(
                 )
     out = torch.triu(total, 1).numpy() / len(used)
     return out + out.T
+
+
+def chance_corrected_l1(
+    probs: Sequence[Any],
+    *,
+    sample: int | None = None,
+    seed: int = 0,
+    permutations: int = CHANCE_PERMUTATIONS,
+    block_bytes: int = BLOCK_BYTES,
+) -> np.ndarray:
+    """d(i, j) / d_chance(i, j): the mean per-sample ℓ1 distance between f_i(U) and f_j(U),
+    divided by the same distance when the rows of f_j(U) are shuffled (the distance two
+    clients would have if their labels were unrelated sample by sample, their class
+    frequencies unchanged), averaged over `permutations` seeded shuffles and made symmetric.
+
+    1 means "no more alike than chance"; clients that learned the same classes agree sample
+    by sample and sit well below 1. Labels that do not depend on the sample — a constant
+    class, random rows (the `fixed` and `random` Byzantine replies) — are at about 1 from
+    everyone, whatever their class frequencies, so they cannot look like a group member by
+    matching a group's frequencies. A pair with no chance distance (two identical constant
+    matrices) gets 1: agreement that says nothing. Cost: (1 + permutations) ℓ1 computations
+    on the torch path; `sample` rows of U as in `pairwise_distances`.
+    """
+    n_clients = len(probs)
+    if n_clients == 0:
+        return np.zeros((0, 0))
+    n = _shape(probs[0])[0]
+    rows = sample_rows(n, sample, seed)
+    used = np.arange(n) if rows is None else rows
+    rng = np.random.default_rng([seed, 1])  # shuffles independent of the row sample
+    shuffles = [used[rng.permutation(len(used))] for _ in range(permutations)]
+    m = _shape(probs[0])[1]
+    step = max(1, int(block_bytes // (8 * m * n_clients * (1 + permutations))))
+    observed = torch.zeros((n_clients, n_clients), dtype=torch.float64)
+    chance = torch.zeros((n_clients, n_clients), dtype=torch.float64)
+    for start in range(0, len(used), step):
+        block = slice(start, start + step)
+        a = torch.from_numpy(np.stack([_take_rows(p, used[block]) for p in probs]))
+        a = a.reshape(n_clients, -1)
+        observed += torch.cdist(a, a, p=1)
+        for order in shuffles:
+            b = torch.from_numpy(np.stack([_take_rows(p, order[block]) for p in probs]))
+            chance += torch.cdist(a, b.reshape(n_clients, -1), p=1)
+    chance = (chance + chance.T) / (2 * permutations)
+    ratio = torch.where(chance > 1e-12, observed / chance.clamp_min(1e-12), 1.0).numpy()
+    ratio = (ratio + ratio.T) / 2
+    np.fill_diagonal(ratio, 0.0)
+    return ratio
 
 
 def resolve_backend(n_clients: int, rows: int, classes: int, backend: str = "auto") -> str:
