@@ -121,6 +121,7 @@ def test_dumped_config_loads_back_identically(tmp_path):
         "paper-tiny-imagenet.yaml",
         "fmnist-paper.yaml",
         "cifar10-paper.yaml",
+        "cifar10-small-clients.yaml",
     ],
 )
 def test_shipped_configs_are_valid(repo_root, name):
@@ -132,6 +133,15 @@ def test_shipped_configs_are_valid(repo_root, name):
             5,
             0.2,
         )
+
+
+def test_small_clients_config_is_the_paper_shape_with_mlp_clients_only(repo_root):
+    # docs/ablations.md pairs its runs with runs of cifar10-paper.yaml made with this one
+    # override; any other difference would break that pairing.
+    small = load_config(repo_root / "configs" / "cifar10-small-clients.yaml")
+    paper = load_config(repo_root / "configs" / "cifar10-paper.yaml", ["clients.models={mlp: 1.0}"])
+    assert dump_config(small) == dump_config(paper)
+    assert client_model_names(small.clients.models, 25) == ["mlp"] * 25
 
 
 def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_path):
