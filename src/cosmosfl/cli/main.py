@@ -28,6 +28,8 @@ EPILOG = """examples:
   cosmosfl sweep -c configs/default.yaml --grid data.num_clients=5,10 --grid cosmos.lam=0,5 \
       --algorithms cosmos,local --seeds 1,2 --out runs/sw rounds=2
   cosmosfl report runs/sw                         # ablation-<key>.md and .png per swept key
+  cosmosfl report runs/T --key cosmos.temperature --cell 0=runs/T0 --cell 1=runs/cmp \
+      --base 1 --versus local                     # the same from separate compare folders
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
   cosmosfl flower simulate --out runs/flower rounds=2   # on Flower's simulation runtime
@@ -169,7 +171,42 @@ def build_parser() -> argparse.ArgumentParser:
         "DIR/<algorithm>/seed<k>/. On a sweep folder (with sweep.yaml): write "
         "ablation-<key>.md and ablation-<key>.png for every swept key.",
     )
-    report.add_argument("dir", help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote")
+    report.add_argument(
+        "dir",
+        help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote; with --cell, the folder "
+        "to write the ablation report into",
+    )
+    report.add_argument(
+        "--key", help="with --cell: the setting the cells differ in (e.g. cosmos.temperature)"
+    )
+    report.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        metavar="VALUE=DIR",
+        help="one value of --key and a compare folder run with it (repeat; a value given twice "
+        "merges its folders)",
+    )
+    report.add_argument(
+        "--shared",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --cell: a compare folder whose runs do not depend on --key (e.g. local, "
+        "COMET); fills the algorithms a cell has no run of",
+    )
+    report.add_argument(
+        "--base",
+        metavar="[KEY=]VALUE",
+        help="ablation reports: add a column with each row's paired difference to the same "
+        "series at this value",
+    )
+    report.add_argument(
+        "--versus",
+        metavar="ALG[,ALG...]",
+        help="ablation reports: add a column per algorithm with each row's paired difference "
+        "to that algorithm's reported model in the same cell",
+    )
 
     from cosmosfl.cli import partition
 
@@ -347,14 +384,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from cosmosfl.experiment.assemble import parse_cell, read_assembly, write_assembled_report
+    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.contrasts import parse_base
     from cosmosfl.experiment.report import write_report
     from cosmosfl.experiment.sweep import read_sweep
 
-    if read_sweep(args.dir) is not None:
+    versus = [a.strip() for a in (args.versus or "").split(",") if a.strip()]
+    if args.cell or args.key:
+        if not (args.cell and args.key):
+            raise ConfigError("report: --key and --cell go together (--key KEY --cell VALUE=DIR)")
+        cells = [parse_cell(text) for text in args.cell]
+        base = parse_base(args.base, [args.key]) if args.base else {}
+        report = write_assembled_report(args.dir, args.key, cells, args.shared, base, versus)
+        print(report.text())
+        return 0
+    if args.shared:
+        raise ConfigError("report: --shared goes with --key and --cell")
+    saved = read_assembly(args.dir)
+    if saved is not None:
+        base = parse_base(args.base, [saved["key"]]) if args.base else saved["base"]
+        report = write_assembled_report(
+            args.dir, saved["key"], saved["cells"], saved["shared"], base, versus or saved["versus"]
+        )
+        print(report.text())
+        return 0
+    doc = read_sweep(args.dir)
+    if doc is not None:
         from cosmosfl.experiment.ablation import write_ablation_report
 
-        print(write_ablation_report(args.dir).text())
+        keys = [a["key"] for a in doc["grid"]]
+        base = parse_base(args.base, keys) if args.base else {}
+        print(write_ablation_report(args.dir, base, versus).text())
         return 0
+    if args.base or versus:
+        raise ConfigError(
+            "report: --base and --versus apply to ablation reports (a sweep folder, or --key "
+            "with --cell); a compare folder's table.md compares algorithms already"
+        )
     print(write_report(args.dir).text())
     return 0
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.contrasts import paired_text
 from cosmosfl.experiment.rundir import write_atomic
 from cosmosfl.experiment.runset import RunSet, algorithm_order, display_name, load_runs, role
 from cosmosfl.experiment.stats import accuracy_rows, mean_sem
@@ -71,6 +72,7 @@ class Point:
     sem: float
     clusters: list[int] = field(default_factory=list)  # K per seed (clustering algorithms)
     ari: list[float] = field(default_factory=list)  # adjusted Rand index per seed
+    summary: dict[str, Any] = field(default_factory=dict, repr=False)  # of the first seed's run
 
     def series(self) -> tuple[str, str]:
         return self.algorithm, self.model
@@ -86,10 +88,53 @@ class Sweep:
     settings: dict[str, Any]  # summary settings of the first finished run (for titles)
     notes: list[str]
     shared: dict[str, list[str]]  # per algorithm: grid keys it does not have (runs shared)
+    # What the table's paired-difference columns compare each row with: the same series at
+    # a base value of the key, and other algorithms' reported models in the same cell.
+    base: dict[str, Any] = field(default_factory=dict)
+    versus: list[str] = field(default_factory=list)
 
     @property
     def keys(self) -> list[str]:
         return [a["key"] for a in self.axes]
+
+
+def cell_points(
+    values: dict[str, Any],
+    runset: RunSet,
+    algorithms: list[str] | None = None,
+    seeds: set[int] | None = None,
+) -> list[Point]:
+    """One cell's Points: every algorithm's evaluated models over the cell's finished runs
+    (only `algorithms` and `seeds` when given)."""
+    runs = {
+        a: [r for r in rs if seeds is None or r.seed in seeds]
+        for a, rs in runset.runs.items()
+        if (algorithms is None or a in algorithms)
+        and any(seeds is None or r.seed in seeds for r in rs)
+    }
+    points = []
+    for row in accuracy_rows(RunSet(runset.root, runs)):
+        done = runs[row.algorithm]
+        points.append(
+            Point(
+                dict(values),
+                row.algorithm,
+                row.model,
+                row.label,
+                row.seeds,
+                row.final,
+                row.mean,
+                row.sem,
+                [int(r.summary["K"]) for r in done if r.summary.get("K") is not None],
+                [
+                    float(r.summary["adjusted_rand_index"])
+                    for r in done
+                    if r.summary.get("adjusted_rand_index") is not None
+                ],
+                dict(done[0].summary),
+            )
+        )
+    return points
 
 
 def load_sweep(root: str | Path) -> Sweep:
@@ -101,40 +146,15 @@ def load_sweep(root: str | Path) -> Sweep:
     algorithms, seeds = list(doc["algorithms"]), set(doc["seeds"])
     points: list[Point] = []
     notes: list[str] = []
-    settings: dict[str, Any] = {}
     for cell in doc["cells"]:
         try:
             runset = load_runs(root / cell["path"])
         except ConfigError:
             notes.append(f"cell {cell['path']}: no finished run yet")
             continue
-        runs = {
-            a: [r for r in rs if r.seed in seeds]
-            for a, rs in runset.runs.items()
-            if a in algorithms and any(r.seed in seeds for r in rs)
-        }
         notes += [f"unfinished run ignored: {p}" for p in runset.unfinished]
-        for row in accuracy_rows(RunSet(runset.root, runs)):
-            done = runs[row.algorithm]
-            settings = settings or dict(done[0].summary)
-            points.append(
-                Point(
-                    dict(cell["values"]),
-                    row.algorithm,
-                    row.model,
-                    row.label,
-                    row.seeds,
-                    row.final,
-                    row.mean,
-                    row.sem,
-                    [int(r.summary["K"]) for r in done if r.summary.get("K") is not None],
-                    [
-                        float(r.summary["adjusted_rand_index"])
-                        for r in done
-                        if r.summary.get("adjusted_rand_index") is not None
-                    ],
-                )
-            )
+        points += cell_points(cell["values"], runset, algorithms, seeds)
+    settings = dict(points[0].summary) if points else {}
     if not points:
         raise ConfigError(f"report: no finished runs in the sweep {str(root)!r} yet")
     shared: dict[str, list[str]] = {}
@@ -255,10 +275,14 @@ def series_name(algorithm: str) -> str:
 
 
 def table_markdown(sweep: Sweep, key: str) -> str:
-    """The numbers of ablation-<key>.png: one row per line and value, in the plot's order."""
+    """The numbers of ablation-<key>.png: one row per line and value, in the plot's order,
+    with the paired differences Sweep.base and Sweep.versus ask for."""
     others = [k for k in sweep.keys if k != key]
     head = [*others, "algorithm", "evaluated model", key]
     head += ["Top-1 (%), final round, mean ± SEM", "seeds (n)", "K", "ARI"]
+    if key in sweep.base:
+        head.append(f"− {key} = {value_text(sweep.base[key])}, paired")
+    head += [f"− {display_name(a)}, paired" for a in sweep.versus]
     lines = [f"# Final-round accuracy against {key} — {title_line(sweep)}", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
     for line in lines_for(sweep, key):
@@ -270,6 +294,17 @@ def table_markdown(sweep: Sweep, key: str) -> str:
             cells += [f"{100 * p.mean:.2f} ± {100 * p.sem:.2f}"]
             cells += [f"{', '.join(map(str, p.seeds))} (n = {len(p.seeds)})"]
             cells += [_k_text(p.clusters), _ari_text(p)]
+            if key in sweep.base and key in sweep.shared.get(p.algorithm, []):
+                cells.append("same run")
+            elif key in sweep.base:
+                ref = [q for q in line.points if q.values[key] == sweep.base[key]]
+                cells.append(paired_text(p, ref[0] if ref else None))
+            for algorithm in sweep.versus:
+                ref = [
+                    q for q in sweep.points
+                    if q.algorithm == algorithm and q.values == p.values
+                ]  # fmt: skip
+                cells.append(paired_text(p, ref[0] if ref else None))
             lines.append("| " + " | ".join(cells) + " |")
     lines += ["", *[f"- {n}" for n in table_notes(sweep, key)]]
     return "\n".join(lines) + "\n"
@@ -287,6 +322,13 @@ def table_notes(sweep: Sweep, key: str) -> list[str]:
         "mean (min–max)); ARI: adjusted Rand index of the clusters against the true class "
         "groups, mean ± SEM over seeds (n/a: no true groups for this split); —: no clusters.",
     ]
+    if key in sweep.base or sweep.versus:
+        notes.append(
+            "Paired (− columns): per seed, the row's final-round accuracy minus the other's on "
+            'the same seed (seeds both have), then mean ± SEM over seeds; "k of n above": seeds '
+            "on which the row is higher. Against an algorithm: its reported model in the same "
+            "cell. —: nothing to compare with."
+        )
     for algorithm, keys in sweep.shared.items():
         if key in keys:
             notes.append(
@@ -309,11 +351,22 @@ class AblationReport:
         return "\n".join(lines)
 
 
-def write_ablation_report(root: str | Path) -> AblationReport:
-    """ablation-<key>.md and ablation-<key>.png for every swept key of the sweep in `root`."""
-    from cosmosfl.experiment.plots import plot_ablation
+def write_ablation_report(
+    root: str | Path, base: dict[str, Any] | None = None, versus: list[str] | None = None
+) -> AblationReport:
+    """ablation-<key>.md and ablation-<key>.png for every swept key of the sweep in `root`;
+    `base` ({key: value}) and `versus` (algorithms) add paired-difference columns."""
+    from cosmosfl.experiment.contrasts import set_contrasts
 
     sweep = load_sweep(root)
+    set_contrasts(sweep, base or {}, versus or [])
+    return write_sweep_report(sweep)
+
+
+def write_sweep_report(sweep: Sweep) -> AblationReport:
+    """ablation-<key>.md and ablation-<key>.png for every key of `sweep`, into sweep.root."""
+    from cosmosfl.experiment.plots import plot_ablation
+
     files, tables = [], {}
     for key in sweep.keys:
         tables[key] = table_markdown(sweep, key)

@@ -1,5 +1,6 @@
-"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/, and the order and role
-in which reports show them (COSMOS, the federated baselines, the references)."""
+"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/ (or one level deeper), and
+the order and role in which reports show them (COSMOS, the federated baselines, the
+references)."""
 
 from __future__ import annotations
 
@@ -60,14 +61,23 @@ def algorithm_order(names: list[str]) -> list[str]:
     return sorted(names, key=key)
 
 
+# Where runs are looked for under a comparison folder: `compare`'s own layout, and one level
+# deeper, for a comparison split into one `compare --out DIR/<part>` per algorithm or seed (so
+# that several processes can run it at once) and reported as one folder.
+RUN_PATTERNS = ("*/seed*", "*/*/seed*")
+
+
 def load_runs(root: str | Path) -> RunSet:
-    """Every finished `root/<algorithm>/seed*/` run; unfinished ones are listed, not used."""
+    """Every finished `root/<algorithm>/seed*/` (or `root/<part>/<algorithm>/seed*/`) run;
+    unfinished ones are listed, not used. Two finished runs of one algorithm and seed are an
+    error: the folder would not say which one to report."""
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"report: directory {str(root)!r} does not exist")
     found: dict[str, list[Run]] = {}
     unfinished: list[Path] = []
-    for path in sorted(p for p in root.glob("*/seed*") if p.is_dir()):
+    paths = {p for pattern in RUN_PATTERNS for p in root.glob(pattern) if p.is_dir()}
+    for path in sorted(paths):
         finished = (path / SUMMARY).is_file() and (path / METRICS).is_file()
         records = read_records(path) if finished else []
         if not records:
@@ -76,6 +86,14 @@ def load_runs(root: str | Path) -> RunSet:
         summary = read_summary(path)
         name = str(summary.get("algorithm", path.parent.name))
         seed = int(summary.get("seed", path.name.removeprefix("seed") or 0))
+        twin = next((r.path for r in found.get(name, []) if r.seed == seed), None)
+        if twin is not None:
+            raise ConfigError(
+                f"report: {str(root)!r} holds two finished runs of {name} seed {seed}: "
+                f"{str(twin)!r} and {str(path)!r}; a comparison reports one run per algorithm "
+                "and seed (report the folders separately, or give them as cells of an ablation: "
+                "`cosmosfl report OUT --key KEY --cell VALUE=DIR ...`)"
+            )
         found.setdefault(name, []).append(Run(name, seed, path, summary, records))
     if not found:
         raise ConfigError(

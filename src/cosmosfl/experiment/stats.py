@@ -45,6 +45,32 @@ def mean_sem(values: list[float]) -> tuple[float, float]:
     return mean, float(np.std(values, ddof=1) / math.sqrt(n)) if n > 1 else 0.0
 
 
+@dataclass(frozen=True)
+class Paired:
+    """A paired difference over the seeds two series share: mean ± SEM, and on how many seeds
+    the first is above the second."""
+
+    mean: float
+    sem: float
+    above: int
+    n: int
+
+    def text(self) -> str:
+        return f"{100 * self.mean:+.2f} ± {100 * self.sem:.2f} ({self.above} of {self.n} above)"
+
+
+def paired_difference(
+    seeds: list[int], final: list[float], other_seeds: list[int], other_final: list[float]
+) -> Paired | None:
+    """Per seed both have, `final` minus `other_final`; None without a common seed."""
+    common = [s for s in seeds if s in other_seeds]
+    if not common:
+        return None
+    diffs = [final[seeds.index(s)] - other_final[other_seeds.index(s)] for s in common]
+    mean, sem = mean_sem(diffs)
+    return Paired(mean, sem, sum(d > 0 for d in diffs), len(diffs))
+
+
 def curve(runs: list[Run], model: str, metric: str = "mean_accuracy") -> np.ndarray:
     """(seeds, rounds) mean-over-clients values per round, cut to the rounds all seeds have."""
     series = [[r[metric][model] for r in run.records if model in r.get(metric, {})] for run in runs]

@@ -93,6 +93,18 @@ def folder_name(key: str, value: Any) -> str:
     return f"{key}={safe}"
 
 
+def parse_value(text: str, what: str) -> Any:
+    """One value as grid values parse (YAML; `1e-3` a number); `what` names it in errors."""
+    if not text.strip():
+        raise ConfigError(f"{what}: the value is empty")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0]
+        raise ConfigError(f"{what}: {text!r} is not a valid YAML value ({first})") from None
+    return float(value) if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value) else value
+
+
 def parse_grid(text: str) -> GridAxis:
     """`data.num_clients=5,10` -> GridAxis; values are YAML like overrides (`{mlp: 1}`, `[a, b]`,
     `cnn`, `1e-3`), separated by commas outside brackets."""
