@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from cosmosfl.cli.main import main
+from cosmosfl.experiment.ablation import lines_for
 from cosmosfl.experiment.assemble import assemble_sweep, parse_cell, write_assembled_report
 from cosmosfl.experiment.config import ConfigError
 from cosmosfl.experiment.contrasts import parse_base
@@ -65,7 +66,7 @@ def test_assembled_points_and_paired_columns(split_runs):
     cells = [(0, split_runs / "lam0"), (5, split_runs / "lam5")]
     out = split_runs / "report"
     shared, base = [split_runs / "refs"], {"cosmos.lam": 0}
-    report = write_assembled_report(out, "cosmos.lam", cells, shared, base, ["local", "comet"])
+    report = write_assembled_report(out, ["cosmos.lam"], cells, shared, base, ["local", "comet"])
     table = report.tables["cosmos.lam"]
     rows = {}
     for line in table.splitlines():
@@ -108,21 +109,50 @@ def test_report_redraws_from_assembly_yaml(split_runs, monkeypatch):
     assert (split_runs / "out" / "ablation-cosmos.lam.md").read_text() == first
 
 
-def test_a_value_given_twice_merges_its_folders(split_runs):
-    # λ = 5 split in two folders (seed 1 / seeds 2-3) reads as one cell of three seeds
-    (split_runs / "half").mkdir()
-    (split_runs / "lam5" / "cosmos-s1").rename(split_runs / "half" / "cosmos-s1")
-    cells = [(0, split_runs / "lam0"), (5, split_runs / "lam5"), (5, split_runs / "half")]
-    sweep = assemble_sweep(split_runs / "out", "cosmos.lam", cells, [])
+def test_folders_of_a_value_fill_it_in_order(split_runs):
+    # λ = 5's own COSMOS runs come first; λ = 0's, given after them for the same value, are
+    # not mixed in (they would be the wrong runs), and the report says so
+    cells = [(0, split_runs / "lam0"), (5, split_runs / "lam5"), (5, split_runs / "lam0")]
+    sweep = assemble_sweep(split_runs / "out", ["cosmos.lam"], cells, [split_runs / "refs"])
     h5 = next(
         p for p in sweep.points if p.values == {"cosmos.lam": 5} and p.model == "cluster_model"
     )
-    assert h5.seeds == [1, 2, 3]
     assert h5.mean == pytest.approx(statistics.mean(h_of(5).values()))
-    # the same run given in two folders of one value is refused
-    cells.append((5, split_runs / "half"))
-    with pytest.raises(ConfigError, match="two finished runs of cosmos seed 1"):
-        assemble_sweep(split_runs / "out", "cosmos.lam", cells, [])
+    assert any("COSMOS of" in n and "not used" in n for n in sweep.notes)
+    assert sweep.shared == {"comet": ["cosmos.lam"], "local": ["cosmos.lam"]}
+
+
+def test_two_keys_and_runs_shared_along_one(tmp_path):
+    """clients x λ: COSMOS per (n, λ); `local` per n, the same runs for both λ."""
+    acc = {(10, 0): 0.9, (10, 5): 0.8, (20, 0): 0.7, (20, 5): 0.6}
+    for (n, lam), a in acc.items():
+        for seed in (1, 2):
+            final = {"cluster_model": (a, a + 0.02 * seed)}
+            write_run(tmp_path / f"n{n}-lam{lam}" / "cosmos" / f"seed{seed}", "cosmos", seed,
+                      final, reported="cluster_model")  # fmt: skip
+    for n in (10, 20):
+        for seed in (1, 2):
+            write_run(tmp_path / f"n{n}-refs" / "local" / f"seed{seed}", "local", seed,
+                      {"client_model": (n / 100, n / 100)})  # fmt: skip
+    cells = []
+    for n, lam in acc:
+        cells += [([n, lam], tmp_path / f"n{n}-lam{lam}"), ([n, lam], tmp_path / f"n{n}-refs")]
+    keys = ["data.num_clients", "cosmos.lam"]
+    sweep = assemble_sweep(tmp_path / "out", keys, cells, [])
+    assert sweep.axes == [
+        {"key": "data.num_clients", "values": [10, 20]},
+        {"key": "cosmos.lam", "values": [0, 5]},
+    ]
+    assert sweep.shared == {"local": ["cosmos.lam"]}
+    lines = lines_for(sweep, "data.num_clients")
+    assert [(ln.algorithm, ln.others) for ln in lines] == [
+        ("cosmos", {"cosmos.lam": 0}), ("cosmos", {"cosmos.lam": 5}), ("local", {})
+    ]  # fmt: skip
+    h = {p.values["cosmos.lam"]: [round(q.mean, 6) for q in lines[i].points]
+         for i, p in enumerate(ln.points[0] for ln in lines[:2])}  # fmt: skip
+    assert h == {0: [0.915, 0.715], 5: [0.815, 0.615]}  # (a + a + 0.02 s) / 2 over s = 1, 2
+    with pytest.raises(ConfigError, match="a list of 2 values"):
+        assemble_sweep(tmp_path / "out", keys, [(10, tmp_path / "n10-refs")], [])
 
 
 def test_sweep_report_takes_base_and_versus(lam_sweep):  # noqa: F811 (fixture)

@@ -177,7 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
         "to write the ablation report into",
     )
     report.add_argument(
-        "--key", help="with --cell: the setting the cells differ in (e.g. cosmos.temperature)"
+        "--key",
+        action="append",
+        default=[],
+        help="with --cell: the setting the cells differ in (e.g. cosmos.temperature); repeat for "
+        'a grid of several keys, each cell\'s value then a list (--cell "[10, 0]=DIR")',
     )
     report.add_argument(
         "--cell",
@@ -395,7 +399,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not (args.cell and args.key):
             raise ConfigError("report: --key and --cell go together (--key KEY --cell VALUE=DIR)")
         cells = [parse_cell(text) for text in args.cell]
-        base = parse_base(args.base, [args.key]) if args.base else {}
+        base = parse_base(args.base, args.key) if args.base else {}
         report = write_assembled_report(args.dir, args.key, cells, args.shared, base, versus)
         print(report.text())
         return 0
@@ -403,10 +407,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError("report: --shared goes with --key and --cell")
     saved = read_assembly(args.dir)
     if saved is not None:
-        base = parse_base(args.base, [saved["key"]]) if args.base else saved["base"]
-        report = write_assembled_report(
-            args.dir, saved["key"], saved["cells"], saved["shared"], base, versus or saved["versus"]
-        )
+        base = parse_base(args.base, saved["keys"]) if args.base else saved["base"]
+        keys, cells, shared = saved["keys"], saved["cells"], saved["shared"]
+        versus = versus or saved["versus"]
+        report = write_assembled_report(args.dir, keys, cells, shared, base, versus)
         print(report.text())
         return 0
     doc = read_sweep(args.dir)

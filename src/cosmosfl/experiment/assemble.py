@@ -7,11 +7,13 @@ table and plot with
     cosmosfl report OUT --key cosmos.temperature --cell 0=runs/T0 --cell 1=runs/base \\
         --cell 2=runs/T2 --shared runs/refs --base 1 --versus local,comet
 
-Each `--cell VALUE=DIR` is one value of the key and a comparison folder (a value given twice
-merges its folders); each `--shared DIR` holds runs that do not depend on the key (a `local` or
-COMET run beside a COSMOS-only setting) and fills, in every cell, the algorithms the cell has no
-run of. The assembly is saved in OUT/assembly.yaml, so `cosmosfl report OUT` redraws it as the
-runs finish.
+Each `--cell VALUE=DIR` is one value of the key and a comparison folder; the folders of one
+value, then every `--shared DIR` (runs that do not depend on the key: `local` or COMET beside
+a COSMOS-only setting), fill the cell in order, each adding the algorithms the ones before it
+lack. With several `--key`s a cell's value is a list, one value per key (`--cell "[10, 0]=DIR"`).
+An algorithm whose runs are the very same in the cells along a key is drawn as one flat line
+over it, as a sweep's shared runs are. The assembly is saved in OUT/assembly.yaml, so `cosmosfl
+report OUT` redraws it as the runs finish.
 """
 
 from __future__ import annotations
@@ -50,71 +52,115 @@ def parse_cell(text: str) -> tuple[Any, Path]:
     )
 
 
-def _merge(into: dict[str, list[Run]], runset: RunSet, where: str) -> None:
-    for algorithm, runs in runset.runs.items():
-        mine = into.setdefault(algorithm, [])
-        for run in runs:
-            twin = next((r for r in mine if r.seed == run.seed), None)
-            if twin is not None:
-                raise ConfigError(
-                    f"report: {where} has two finished runs of {algorithm} seed {run.seed}: "
-                    f"{str(twin.path)!r} and {str(run.path)!r}; keep one"
+def _fill(
+    runs: dict[str, list[Run]], folder: Path, where: str, notes: list[str], shared: bool
+) -> None:
+    """Add the algorithms of `folder` that `runs` has none of; say which of a cell's own
+    folders were left out (a --shared folder fills gaps by design)."""
+    try:
+        runset = load_runs(folder)
+    except ConfigError:
+        notes.append(f"{where}: no finished run in {folder} yet")
+        return
+    notes += [f"unfinished run ignored: {p}" for p in runset.unfinished]
+    for algorithm, found in runset.runs.items():
+        if algorithm in runs:
+            if not shared and _paths(found) != _paths(runs[algorithm]):
+                notes.append(
+                    f"{where}: {display_name(algorithm)} of {folder} not used (a folder "
+                    "given before it has that algorithm)"
                 )
-            mine.append(run)
+            continue
+        runs[algorithm] = list(found)
+
+
+def _cell_values(keys: list[str], value: Any) -> tuple[Any, ...]:
+    if len(keys) == 1:
+        return (value,)
+    if not isinstance(value, list) or len(value) != len(keys):
+        raise ConfigError(
+            f"report: --cell {value_text(value)}: with {len(keys)} keys "
+            f"({', '.join(keys)}) a cell's value is a list of {len(keys)} values, e.g. "
+            f'--cell "[10, 0]=DIR"'
+        )
+    return tuple(value)
+
+
+def _paths(runs: list[Run]) -> set[Path]:
+    return {r.path.resolve() for r in runs}
+
+
+def _shared_keys(
+    keys: list[str], cells: list[tuple[tuple[Any, ...], dict[str, list[Run]]]]
+) -> dict[str, list[str]]:
+    """Per algorithm, the keys whose cells hold the very same runs of it (the other keys
+    equal): its line is one run over that key's values, as a sweep's shared runs are."""
+    shared: dict[str, list[str]] = {}
+    names = {a for _, runs in cells for a in runs}
+    for algorithm in sorted(names):
+        for k, key in enumerate(keys):
+            pairs = [
+                (ra[algorithm], rb[algorithm])
+                for i, (va, ra) in enumerate(cells)
+                for vb, rb in cells[i + 1 :]
+                if algorithm in ra and algorithm in rb and va[k] != vb[k]
+                and all(va[j] == vb[j] for j in range(len(keys)) if j != k)
+            ]  # fmt: skip
+            same = [
+                {r.path.resolve() for r in a} == {r.path.resolve() for r in b} for a, b in pairs
+            ]
+            if pairs and all(same):
+                shared.setdefault(algorithm, []).append(key)
+    return shared
 
 
 def assemble_sweep(
-    out: str | Path, key: str, cells: list[tuple[Any, Path]], shared: list[Path]
+    out: str | Path, keys: list[str], cells: list[tuple[Any, Path]], shared: list[Path]
 ) -> Sweep:
-    """A one-key Sweep rooted at `out` from comparison folders (see the module's docstring)."""
-    if not _KEY.fullmatch(key):
-        raise ConfigError(f"report: --key {key!r}: give the setting's dotted name, e.g. cosmos.lam")
+    """A Sweep rooted at `out` from comparison folders (see the module's docstring)."""
+    for key in keys:
+        if not _KEY.fullmatch(key):
+            raise ConfigError(
+                f"report: --key {key!r}: give the setting's dotted name, e.g. cosmos.lam"
+            )
+    if len(set(keys)) != len(keys) or not keys:
+        raise ConfigError(f"report: --key: give each key once ({', '.join(keys)})")
     if not cells:
         raise ConfigError("report: --key needs at least one --cell VALUE=DIR")
-    values: list[Any] = []
-    folders: dict[int, list[Path]] = {}
+    order: list[tuple[Any, ...]] = []
+    folders: list[list[Path]] = []
     for value, folder in cells:
-        if value not in values:
-            values.append(value)
-        folders.setdefault(values.index(value), []).append(folder)
+        combo = _cell_values(keys, value)
+        if combo not in order:
+            order.append(combo)
+            folders.append([])
+        folders[order.index(combo)].append(folder)
     notes: list[str] = []
-    reference: dict[str, list[Run]] = {}
-    for folder in shared:
-        runset = load_runs(folder)
-        notes += [f"unfinished run ignored: {p}" for p in runset.unfinished]
-        _merge(reference, runset, f"the --shared folders ({', '.join(map(str, shared))})")
-    points = []
-    filled: dict[str, int] = {}
-    for i, value in enumerate(values):
+    filled: list[tuple[tuple[Any, ...], dict[str, list[Run]]]] = []
+    for combo, where_from in zip(order, folders, strict=True):
         runs: dict[str, list[Run]] = {}
-        where = f"--cell {value_text(value)}"
-        for folder in folders[i]:
-            try:
-                runset = load_runs(folder)
-            except ConfigError:
-                notes.append(f"{where}: no finished run in {folder} yet")
-                continue
-            notes += [f"unfinished run ignored: {p}" for p in runset.unfinished]
-            _merge(runs, runset, where)
-        for algorithm, reference_runs in reference.items():
-            if algorithm not in runs:
-                runs[algorithm] = list(reference_runs)
-                filled[algorithm] = filled.get(algorithm, 0) + 1
+        where = f"--cell {value_text(list(combo) if len(keys) > 1 else combo[0])}"
+        for folder in where_from:
+            _fill(runs, folder, where, notes, shared=False)
+        for folder in shared:
+            _fill(runs, folder, where, notes, shared=True)
         if runs:
-            order = algorithm_order(list(runs))
-            ordered = {a: sorted(runs[a], key=lambda r: r.seed) for a in order}
-            points += cell_points({key: value}, RunSet(Path(out), ordered))
+            filled.append((combo, {a: runs[a] for a in algorithm_order(list(runs))}))
+    points = []
+    for combo, runs in filled:
+        ordered = {a: sorted(rs, key=lambda r: r.seed) for a, rs in runs.items()}
+        points += cell_points(dict(zip(keys, combo, strict=True)), RunSet(Path(out), ordered))
     if not points:
         raise ConfigError("report: none of the --cell folders holds a finished run yet")
-    for algorithm, count in filled.items():
-        if count < len(values):
-            notes.append(
-                f"{display_name(algorithm)}: the --shared run in {count} of {len(values)} "
-                "cells, the cell's own run in the others"
-            )
-    axes = [{"key": key, "values": values}]
-    every = [a for a, n in filled.items() if n == len(values)]
-    return Sweep(Path(out), axes, points, dict(points[0].summary), notes, {a: [key] for a in every})
+    axes = []
+    for k, key in enumerate(keys):
+        values: list[Any] = []
+        for combo in order:
+            if combo[k] not in values:
+                values.append(combo[k])
+        axes.append({"key": key, "values": values})
+    summary = dict(points[0].summary)
+    return Sweep(Path(out), axes, points, summary, notes, _shared_keys(keys, filled))
 
 
 def _relative(folder: Path, out: Path) -> str:
@@ -123,7 +169,7 @@ def _relative(folder: Path, out: Path) -> str:
 
 def write_assembled_report(
     out: str | Path,
-    key: str,
+    keys: list[str],
     cells: list[tuple[Any, Path]],
     shared: list[Path],
     base: dict[str, Any] | None = None,
@@ -132,17 +178,17 @@ def write_assembled_report(
     """ablation-<key>.md and .png in `out` from comparison folders, and OUT/assembly.yaml (the
     folders relative to OUT) so that `cosmosfl report OUT` redraws it."""
     out, shared = Path(out), [Path(f) for f in shared]
-    sweep = assemble_sweep(out, key, cells, shared)
+    sweep = assemble_sweep(out, keys, cells, shared)
     set_contrasts(sweep, base or {}, versus or [])
     out.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "key": key,
+    doc: dict[str, Any] = {
+        "keys": list(keys),
         "cells": [{"value": v, "folder": _relative(f, out)} for v, f in cells],
         "shared": [_relative(f, out) for f in shared],
         "versus": list(sweep.versus),
     }
-    if key in sweep.base:  # a mapping, so that a base value of null stays a value
-        doc["base"] = {"value": sweep.base[key]}
+    if sweep.base:
+        doc["base"] = dict(sweep.base)
     write_atomic(out / ASSEMBLY, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     report = write_sweep_report(sweep)
     report.files.insert(0, out / ASSEMBLY)
@@ -158,10 +204,10 @@ def read_assembly(out: str | Path) -> dict[str, Any] | None:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     try:
         return {
-            "key": str(doc["key"]),
+            "keys": [str(k) for k in doc["keys"]],
             "cells": [(c["value"], out / c["folder"]) for c in doc["cells"]],
             "shared": [out / f for f in doc.get("shared") or []],
-            "base": {str(doc["key"]): doc["base"]["value"]} if doc.get("base") else {},
+            "base": dict(doc.get("base") or {}),
             "versus": [str(a) for a in doc.get("versus") or []],
         }
     except (KeyError, TypeError) as err:

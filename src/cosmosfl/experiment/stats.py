@@ -56,7 +56,8 @@ class Paired:
     n: int
 
     def text(self) -> str:
-        return f"{100 * self.mean:+.2f} ± {100 * self.sem:.2f} ({self.above} of {self.n} above)"
+        mean = f"{100 * self.mean:+.2f}".replace("-0.00", "+0.00")  # no signed zero
+        return f"{mean} ± {100 * self.sem:.2f} ({self.above} of {self.n} above)"
 
 
 def paired_difference(
