@@ -52,14 +52,17 @@ def h_of(lam):
 
 
 def test_split_comparison_folder_loads_as_one(split_runs):
-    runset = load_runs(split_runs / "lam0")
+    runset = load_runs(split_runs / "lam0", nested=True)
     assert list(runset.runs) == ["cosmos"]
     assert [r.seed for r in runset.runs["cosmos"]] == [1, 2, 3]
+    # a compare folder is read at its own depth only: a folder of compare folders is not one
+    with pytest.raises(ConfigError, match="no finished runs"):
+        load_runs(split_runs / "lam0")
     # a second finished run of the same algorithm and seed: which one to report is not said
     write_run(split_runs / "lam0" / "again" / "cosmos" / "seed2", "cosmos", 2,
               {"cluster_model": (0.1, 0.1)}, reported="cluster_model")  # fmt: skip
     with pytest.raises(ConfigError, match="two finished runs of cosmos seed 2"):
-        load_runs(split_runs / "lam0")
+        load_runs(split_runs / "lam0", nested=True)
 
 
 def test_assembled_points_and_paired_columns(split_runs):

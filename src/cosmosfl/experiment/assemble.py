@@ -58,7 +58,7 @@ def _fill(
     """Add the algorithms of `folder` that `runs` has none of; say which of a cell's own
     folders were left out (a --shared folder fills gaps by design)."""
     try:
-        runset = load_runs(folder)
+        runset = load_runs(folder, nested=True)
     except ConfigError:
         notes.append(f"{where}: no finished run in {folder} yet")
         return

@@ -1,6 +1,5 @@
-"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/ (or one level deeper), and
-the order and role in which reports show them (COSMOS, the federated baselines, the
-references)."""
+"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/, and the order and role
+in which reports show them (COSMOS, the federated baselines, the references)."""
 
 from __future__ import annotations
 
@@ -61,22 +60,19 @@ def algorithm_order(names: list[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-# Where runs are looked for under a comparison folder: `compare`'s own layout, and one level
-# deeper, for a comparison split into one `compare --out DIR/<part>` per algorithm or seed (so
-# that several processes can run it at once) and reported as one folder.
-RUN_PATTERNS = ("*/seed*", "*/*/seed*")
-
-
-def load_runs(root: str | Path) -> RunSet:
-    """Every finished `root/<algorithm>/seed*/` (or `root/<part>/<algorithm>/seed*/`) run;
-    unfinished ones are listed, not used. Two finished runs of one algorithm and seed are an
-    error: the folder would not say which one to report."""
+def load_runs(root: str | Path, nested: bool = False) -> RunSet:
+    """Every finished `root/<algorithm>/seed*/` run; unfinished ones are listed, not used.
+    `nested` also reads `root/<part>/<algorithm>/seed*/`: a comparison split into one `compare
+    --out root/<part>` per algorithm or seed (so that several processes can run it at once).
+    Two finished runs of one algorithm and seed are an error: which one to report is not said.
+    Not nested by default, so that a folder holding compare folders is not read as one."""
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"report: directory {str(root)!r} does not exist")
     found: dict[str, list[Run]] = {}
     unfinished: list[Path] = []
-    paths = {p for pattern in RUN_PATTERNS for p in root.glob(pattern) if p.is_dir()}
+    patterns = ("*/seed*", "*/*/seed*") if nested else ("*/seed*",)
+    paths = {p for pattern in patterns for p in root.glob(pattern) if p.is_dir()}
     for path in sorted(paths):
         finished = (path / SUMMARY).is_file() and (path / METRICS).is_file()
         records = read_records(path) if finished else []
