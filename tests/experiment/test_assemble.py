@@ -3,7 +3,9 @@ the paired-difference columns (--base, --versus) and split comparison folders; n
 against hand computations on hand-written runs."""
 
 import math
+import shutil
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -113,15 +115,21 @@ def test_report_redraws_from_assembly_yaml(split_runs, monkeypatch):
 
 
 def test_folders_of_a_value_fill_it_in_order(split_runs):
-    # λ = 5's own COSMOS runs come first; λ = 0's, given after them for the same value, are
-    # not mixed in (they would be the wrong runs), and the report says so
-    cells = [(0, split_runs / "lam0"), (5, split_runs / "lam5"), (5, split_runs / "lam0")]
+    # λ = 5's own COSMOS runs come first; other COSMOS runs given after them for the same value
+    # are not mixed in (they would be the wrong runs), and the report says so, as no cell uses
+    # them; λ = 0's runs given to λ = 5 as well are used by λ = 0's cell: no note for those
+    shutil.copytree(split_runs / "lam0", split_runs / "other")
+    cells = [(0, split_runs / "lam0"), (5, split_runs / "lam5"), (5, split_runs / "lam0"),
+             (5, split_runs / "other")]  # fmt: skip
     sweep = assemble_sweep(split_runs / "out", ["cosmos.lam"], cells, [split_runs / "refs"])
     h5 = next(
         p for p in sweep.points if p.values == {"cosmos.lam": 5} and p.model == "cluster_model"
     )
     assert h5.mean == pytest.approx(statistics.mean(h_of(5).values()))
-    assert any("COSMOS of" in n and "not used" in n for n in sweep.notes)
+    assert [n for n in sweep.notes if "not used" in n] == [
+        f"--cell 5: COSMOS of {split_runs / 'other'} not used (a folder given before it has "
+        "that algorithm)"
+    ]
     assert sweep.shared == {"comet": ["cosmos.lam"], "local": ["cosmos.lam"]}
 
 
@@ -164,8 +172,55 @@ def test_sweep_report_takes_base_and_versus(lam_sweep):  # noqa: F811 (fixture)
     row = next(
         ln for ln in table.splitlines() if ln.startswith("| COSMOS | cluster") and "| 0 |" in ln
     )
+    cells = [c.strip() for c in row.strip("|").split("|")]
     d, e, diffs = paired_by_hand(h_of(0), h_of(5))
-    assert f"{100 * d:+.2f} ± {100 * e:.2f} ({sum(x > 0 for x in diffs)} of 3 above)" in row
+    assert cells[-2] == f"{100 * d:+.2f} ± {100 * e:.2f} ({sum(x > 0 for x in diffs)} of 3 above)"
+    local = {s: mean_of(v) for s, v in LOCAL.items()}
+    d, e, diffs = paired_by_hand(h_of(0), local)
+    assert cells[-1] == f"{100 * d:+.2f} ± {100 * e:.2f} ({sum(x > 0 for x in diffs)} of 3 above)"
+
+
+def test_differences_pair_seeds_by_number_not_position(tmp_path):
+    # λ = 0 has seeds 1, 2, 3; λ = 5 only 2 and 3: the pairs are (2, 2) and (3, 3)
+    for lam, seeds in ((0, {1: 0.5, 2: 0.7, 3: 0.9}), (5, {2: 0.6, 3: 0.9})):
+        for seed, a in seeds.items():
+            write_run(tmp_path / f"lam{lam}" / "cosmos" / f"seed{seed}", "cosmos", seed,
+                      {"cluster_model": (a, a)}, reported="cluster_model")  # fmt: skip
+    cells = [(0, tmp_path / "lam0"), (5, tmp_path / "lam5")]
+    report = write_assembled_report(tmp_path / "out", ["cosmos.lam"], cells, [], {"cosmos.lam": 5})
+    row = next(ln for ln in report.tables["cosmos.lam"].splitlines() if "| 0 |" in ln)
+    d, e, _ = paired_by_hand({2: 0.7, 3: 0.9}, {2: 0.6, 3: 0.9})
+    assert row.rstrip(" |").endswith(f"{100 * d:+.2f} ± {100 * e:.2f} (1 of 2 above)")
+
+
+def test_numeric_values_in_order_and_only_identical_runs_shared(split_runs):
+    # cells given 5 before 0; `local` is one run for both λ, COSMOS differs, COMET too (its
+    # λ = 0 cell takes the runs of another folder)
+    (split_runs / "refs2").mkdir()
+    (split_runs / "refs" / "comet").rename(split_runs / "refs2" / "comet")
+    for seed, acc in COMET.items():
+        write_run(split_runs / "refs3" / "comet" / f"seed{seed}", "comet", seed,
+                  {"client_model": acc})  # fmt: skip
+    cells = [(5, split_runs / "lam5"), (5, split_runs / "refs2"), (0, split_runs / "lam0"),
+             (0, split_runs / "refs3")]  # fmt: skip
+    sweep = assemble_sweep(split_runs / "out", ["cosmos.lam"], cells, [split_runs / "refs"])
+    assert sweep.axes == [{"key": "cosmos.lam", "values": [0, 5]}]
+    assert sweep.shared == {"local": ["cosmos.lam"]}
+    assert [p.values["cosmos.lam"] for p in lines_for(sweep, "cosmos.lam")[0].points] == [0, 5]
+
+
+def test_folders_with_equals_signs_and_missing_shared(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_run(tmp_path / "sw" / "k.x=0" / "local" / "seed1", "local", 1, {"client_model": (1, 1)})
+    assert parse_cell("0=sw/k.x=0") == (0, Path("sw/k.x=0"))
+    with pytest.raises(ConfigError, match=r"no folder 'sw/k\.x=9'"):
+        parse_cell("0=sw/k.x=9")
+    with pytest.raises(ConfigError, match="--shared 'nowhere': no such folder"):
+        assemble_sweep(
+            tmp_path / "out", ["k.x"], [(0, tmp_path / "sw" / "k.x=0")], [Path("nowhere")]
+        )
+    with pytest.raises(ConfigError, match=r"k\.y is not a key"):
+        parse_base("k.y=0", ["k.x"])
 
 
 @pytest.mark.parametrize(

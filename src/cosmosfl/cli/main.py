@@ -188,8 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="VALUE=DIR",
-        help="one value of --key and a compare folder run with it (repeat; a value given twice "
-        "merges its folders)",
+        help="one value of --key and a compare folder run with it (repeat; the folders of one "
+        "value, then --shared, fill its cell in order, each adding the algorithms the ones before "
+        "it lack)",
     )
     report.add_argument(
         "--shared",
@@ -395,6 +396,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.sweep import read_sweep
 
     versus = [a.strip() for a in (args.versus or "").split(",") if a.strip()]
+    # On a redraw, --versus given (even empty: --versus '') replaces the saved one.
+    versus_given = args.versus is not None
     if args.cell or args.key:
         if not (args.cell and args.key):
             raise ConfigError("report: --key and --cell go together (--key KEY --cell VALUE=DIR)")
@@ -409,7 +412,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if saved is not None:
         base = parse_base(args.base, saved["keys"]) if args.base else saved["base"]
         keys, cells, shared = saved["keys"], saved["cells"], saved["shared"]
-        versus = versus or saved["versus"]
+        versus = versus if versus_given else saved["versus"]
         report = write_assembled_report(args.dir, keys, cells, shared, base, versus)
         print(report.text())
         return 0

@@ -25,7 +25,13 @@ from typing import Any
 
 import yaml
 
-from cosmosfl.experiment.ablation import AblationReport, Sweep, cell_points, write_sweep_report
+from cosmosfl.experiment.ablation import (
+    AblationReport,
+    Sweep,
+    cell_points,
+    is_numeric,
+    write_sweep_report,
+)
 from cosmosfl.experiment.config import ConfigError
 from cosmosfl.experiment.contrasts import set_contrasts
 from cosmosfl.experiment.rundir import write_atomic
@@ -38,40 +44,46 @@ _KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def parse_cell(text: str) -> tuple[Any, Path]:
-    """`VALUE=DIR` -> (parsed value, folder); the value is everything before the last `=` that
-    is followed by an existing folder, so values may hold `=` themselves."""
-    for i in [m.start() for m in re.finditer("=", text)][::-1]:
+    """`VALUE=DIR` -> (parsed value, folder). The value ends at the first `=` followed by an
+    existing folder, so folder names may hold `=` (a sweep's cells do: `sw/cosmos.lam=0`)."""
+    if "=" not in text:
+        raise ConfigError(f"report: --cell {text!r} must look like VALUE=DIR (e.g. 0.5=runs/a)")
+    for i in [m.start() for m in re.finditer("=", text)]:
         value, folder = text[:i], Path(text[i + 1 :])
         if folder.is_dir():
             return parse_value(value, f"report: --cell {text!r}"), folder
-    if "=" not in text:
-        raise ConfigError(f"report: --cell {text!r} must look like VALUE=DIR (e.g. 0.5=runs/a)")
     raise ConfigError(
-        f"report: --cell {text!r}: no folder {text.rpartition('=')[2]!r}; give "
+        f"report: --cell {text!r}: no folder {text.partition('=')[2]!r}; give "
         "VALUE=DIR with DIR a folder `cosmosfl compare` wrote"
     )
 
 
+def check_shared(shared: list[Path]) -> None:
+    for folder in shared:
+        if not Path(folder).is_dir():
+            raise ConfigError(
+                f"report: --shared {str(folder)!r}: no such folder; give a folder "
+                "`cosmosfl compare` wrote"
+            )
+
+
 def _fill(
-    runs: dict[str, list[Run]], folder: Path, where: str, notes: list[str], shared: bool
-) -> None:
-    """Add the algorithms of `folder` that `runs` has none of; say which of a cell's own
-    folders were left out (a --shared folder fills gaps by design)."""
+    runs: dict[str, list[Run]], folder: Path, where: str, notes: list[str]
+) -> list[tuple[str, str, Run]]:
+    """Add the algorithms of `folder` that `runs` has none of; return those left out."""
     try:
         runset = load_runs(folder, nested=True)
     except ConfigError:
         notes.append(f"{where}: no finished run in {folder} yet")
-        return
+        return []
     notes += [f"unfinished run ignored: {p}" for p in runset.unfinished]
+    left_out = []
     for algorithm, found in runset.runs.items():
         if algorithm in runs:
-            if not shared and _paths(found) != _paths(runs[algorithm]):
-                notes.append(
-                    f"{where}: {display_name(algorithm)} of {folder} not used (a folder "
-                    "given before it has that algorithm)"
-                )
+            left_out += [(where, str(folder), r) for r in found]
             continue
         runs[algorithm] = list(found)
+    return left_out
 
 
 def _cell_values(keys: list[str], value: Any) -> tuple[Any, ...]:
@@ -135,17 +147,28 @@ def assemble_sweep(
             order.append(combo)
             folders.append([])
         folders[order.index(combo)].append(folder)
+    check_shared(shared)
     notes: list[str] = []
+    left_out: list[tuple[str, str, Run]] = []
     filled: list[tuple[tuple[Any, ...], dict[str, list[Run]]]] = []
     for combo, where_from in zip(order, folders, strict=True):
         runs: dict[str, list[Run]] = {}
         where = f"--cell {value_text(list(combo) if len(keys) > 1 else combo[0])}"
         for folder in where_from:
-            _fill(runs, folder, where, notes, shared=False)
-        for folder in shared:
-            _fill(runs, folder, where, notes, shared=True)
+            left_out += _fill(runs, folder, where, notes)
+        for folder in shared:  # fills gaps by design: what it leaves out is not news
+            _fill(runs, folder, where, notes)
         if runs:
             filled.append((combo, {a: runs[a] for a in algorithm_order(list(runs))}))
+    # A cell folder's runs left out are worth a note only if no cell uses them (the λ = 0
+    # cell given the λ = 5 folder for its references leaves out λ = 5's COSMOS, used there).
+    used = {r.path.resolve() for _, runs in filled for rs in runs.values() for r in rs}
+    for where, folder, run in left_out:
+        if run.path.resolve() not in used:
+            notes.append(
+                f"{where}: {display_name(run.algorithm)} of {folder} not used (a folder given "
+                "before it has that algorithm)"
+            )
     points = []
     for combo, runs in filled:
         ordered = {a: sorted(rs, key=lambda r: r.seed) for a, rs in runs.items()}
@@ -158,8 +181,11 @@ def assemble_sweep(
         for combo in order:
             if combo[k] not in values:
                 values.append(combo[k])
+        if is_numeric(values):  # a numeric axis is drawn left to right, whatever the order given
+            values.sort()
         axes.append({"key": key, "values": values})
     summary = dict(points[0].summary)
+    notes = list(dict.fromkeys(notes))
     return Sweep(Path(out), axes, points, summary, notes, _shared_keys(keys, filled))
 
 
@@ -178,18 +204,21 @@ def write_assembled_report(
     """ablation-<key>.md and .png in `out` from comparison folders, and OUT/assembly.yaml (the
     folders relative to OUT) so that `cosmosfl report OUT` redraws it."""
     out, shared = Path(out), [Path(f) for f in shared]
-    sweep = assemble_sweep(out, keys, cells, shared)
-    set_contrasts(sweep, base or {}, versus or [])
+    check_shared(shared)
+    # Saved before any run is read, so that an assembly made before its runs finish can be
+    # redrawn with `cosmosfl report OUT` once they have.
     out.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
         "keys": list(keys),
         "cells": [{"value": v, "folder": _relative(f, out)} for v, f in cells],
         "shared": [_relative(f, out) for f in shared],
-        "versus": list(sweep.versus),
+        "versus": list(versus or []),
     }
-    if sweep.base:
-        doc["base"] = dict(sweep.base)
+    if base:
+        doc["base"] = dict(base)
     write_atomic(out / ASSEMBLY, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    sweep = assemble_sweep(out, keys, cells, shared)
+    set_contrasts(sweep, base or {}, versus or [])
     report = write_sweep_report(sweep)
     report.files.insert(0, out / ASSEMBLY)
     return report

@@ -19,6 +19,12 @@ def parse_base(text: str, keys: list[str]) -> dict[str, Any]:
     """`KEY=VALUE`, or `VALUE` when the ablation has one key: {key: parsed value} (values parse
     as grid values do: YAML, `1e-3` a number)."""
     key = next((k for k in keys if text.startswith(f"{k}=")), None)
+    head = text.partition("=")[0]
+    if key is None and "=" in text and "." in head and " " not in head:
+        raise ConfigError(
+            f"report: --base {text!r}: {head} is not a key of this ablation "
+            f"(its keys: {', '.join(keys)})"
+        )
     if key is None:
         if len(keys) != 1:
             raise ConfigError(
@@ -44,6 +50,8 @@ def set_contrasts(sweep: Sweep, base: dict[str, Any], versus: list[str]) -> None
                 f"report: --base {key}={value_text(value)}: not one of the values of {key} "
                 f"({', '.join(map(value_text, axis['values']))})"
             )
+        if not any(p.values[key] == value for p in sweep.points):
+            sweep.notes.append(f"no finished run at the base {key} = {value_text(value)} yet")
     present = list(dict.fromkeys(p.algorithm for p in sweep.points))
     for algorithm in versus:
         if algorithm not in present:
