@@ -169,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="On a compare folder: write table.md, table.tex, curves.png, "
         "communication.md and clusters.png into DIR from the finished runs under "
         "DIR/<algorithm>/seed<k>/. On a sweep folder (with sweep.yaml): write "
-        "ablation-<key>.md and ablation-<key>.png for every swept key.",
+        "ablation-<key>.md and ablation-<key>.png for every swept key. With --key and --cell: "
+        "the same ablation report from separately run compare folders, into DIR "
+        "(docs/sweeps.md).",
     )
     report.add_argument(
         "dir",
