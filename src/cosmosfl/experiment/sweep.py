@@ -102,6 +102,10 @@ def parse_value(text: str, what: str) -> Any:
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0]
         raise ConfigError(f"{what}: {text!r} is not a valid YAML value ({first})") from None
+    return _exponent_as_number(value)
+
+
+def _exponent_as_number(value: Any) -> Any:
     return float(value) if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value) else value
 
 
@@ -126,9 +130,7 @@ def parse_grid(text: str) -> GridAxis:
             f"--grid {text!r}: the values are not valid YAML ({first}); give each value, "
             'separated by commas, e.g. 0.1,0.2 or "{mlp: 1},{cnn: 0.5, mlp: 0.5}"'
         ) from None
-    values = [
-        float(v) if isinstance(v, str) and _EXPONENT_FLOAT.fullmatch(v) else v for v in values
-    ]
+    values = [_exponent_as_number(v) for v in values]
     if not values:
         raise ConfigError(f"--grid {text!r} lists no values; e.g. {key}=V1,V2")
     for i, v in enumerate(values):
