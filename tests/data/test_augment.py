@@ -103,8 +103,8 @@ def test_works_on_eight_pixel_images_and_empty_batches() -> None:
 
 
 def test_default_augmentation_flips_only_natural_images() -> None:
-    assert default_augmentation(natural=True).hflip
-    assert not default_augmentation(natural=False).hflip
+    assert default_augmentation(natural=True).images.hflip
+    assert not default_augmentation(natural=False).images.hflip
     assert Augmentation()(_batch(b=2)).shape == (2, 3, 12, 12)  # the global RNG works too
 
 

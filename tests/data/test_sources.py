@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import cosmosfl.data.prepare as prepare
 import cosmosfl.data.sources as sources
 from cosmosfl.data import (
     DATASET_NAMES,
@@ -180,7 +181,7 @@ def test_unknown_name_lists_allowed_names() -> None:
 
 # -- preprocessing -----------------------------------------------------------------------------
 def test_channel_stats_match_direct_computation_in_chunks(monkeypatch) -> None:
-    monkeypatch.setattr(sources, "_CHUNK", 7)
+    monkeypatch.setattr(prepare, "_CHUNK", 7)
     x = np.random.default_rng(3).integers(0, 256, (50, 4, 5, 3), dtype=np.uint8)
     mean, std = channel_stats(x)
     scaled = x.astype(np.float64) / 255
@@ -190,7 +191,7 @@ def test_channel_stats_match_direct_computation_in_chunks(monkeypatch) -> None:
 
 
 def test_prepare_images_standardises_to_nchw(monkeypatch) -> None:
-    monkeypatch.setattr(sources, "_CHUNK", 3)
+    monkeypatch.setattr(prepare, "_CHUNK", 3)
     x = np.random.default_rng(4).integers(0, 256, (10, 4, 5, 2), dtype=np.uint8)
     mean, std = np.array([0.5, 0.25]), np.array([0.2, 0.1])
     out = prepare_images(x, mean, std)

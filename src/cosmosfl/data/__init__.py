@@ -1,8 +1,11 @@
-"""Data for federated experiments: datasets, partitions, augmentation and partition reports."""
+"""Data for federated experiments: datasets (images and feature vectors), partitions, neighbours
+for r_B, and partition reports."""
 
 from cosmosfl.data.augment import (
     Augmentation,
     CropFlip,
+    FeatureNoise,
+    Neighbours,
     default_augmentation,
     train_augmentation_for,
 )
@@ -16,6 +19,12 @@ from cosmosfl.data.partition import (
     paper_split,
     pathological_split,
 )
+from cosmosfl.data.prepare import (
+    channel_stats,
+    feature_stats,
+    prepare_features,
+    prepare_images,
+)
 from cosmosfl.data.report import (
     label_summary,
     label_table,
@@ -24,28 +33,33 @@ from cosmosfl.data.report import (
 )
 from cosmosfl.data.sources import (
     DATASET_NAMES,
+    TABLE_SUFFIXES,
+    Dataset,
     DatasetFormatError,
     DatasetNotFoundError,
     ImageDataset,
-    channel_stats,
     load_dataset,
-    prepare_images,
     subsample,
 )
 
 __all__ = [
     "DATASET_NAMES",
     "PARTITIONERS",
+    "TABLE_SUFFIXES",
     "Augmentation",
     "CropFlip",
+    "Dataset",
     "DatasetFormatError",
     "DatasetNotFoundError",
+    "FeatureNoise",
     "ImageDataset",
+    "Neighbours",
     "Partition",
     "PartitionError",
     "channel_stats",
     "default_augmentation",
     "dirichlet_split",
+    "feature_stats",
     "iid_split",
     "label_summary",
     "label_table",
@@ -54,6 +68,7 @@ __all__ = [
     "paper_split",
     "pathological_split",
     "plot_label_distribution",
+    "prepare_features",
     "prepare_images",
     "subsample",
     "train_augmentation_for",

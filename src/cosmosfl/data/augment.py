@@ -1,8 +1,11 @@
-"""Batched image augmentation: the neighbourhoods behind the consistency regulariser r_B.
+"""Batched neighbours x' of x: the neighbourhoods behind the consistency regulariser r_B.
 
 The paper's r_B compares a model's prediction at x with its predictions at nearby points:
-translations, small rotations, flips where sensible, plus a small noise ball. Everything is done
-on whole batches (one `grid_sample` call) and all randomness comes from the caller's generator.
+for images, translations, small rotations, flips where sensible, plus a small noise ball
+(`Augmentation`); for feature vectors, which have no geometry to shift or rotate, a Gaussian
+noise ball scaled per feature and optional feature dropout (`FeatureNoise`). `Neighbours`
+picks one by the input's kind. Everything is done on whole batches and all randomness comes
+from the caller's generator.
 """
 
 from __future__ import annotations
@@ -13,7 +16,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Augmentation", "CropFlip", "default_augmentation", "train_augmentation_for"]
+__all__ = [
+    "Augmentation",
+    "CropFlip",
+    "FeatureNoise",
+    "Neighbours",
+    "default_augmentation",
+    "train_augmentation_for",
+]
 
 
 @dataclass(frozen=True)
@@ -79,9 +89,76 @@ class Augmentation:
         return out.to(x.dtype)
 
 
-def default_augmentation(natural: bool) -> Augmentation:
-    """The defaults: shifts of 1/8 of the image, +-10 degrees, noise 0.05; flips for photos."""
-    return Augmentation(hflip=bool(natural))
+@dataclass(frozen=True)
+class FeatureNoise:
+    """Neighbours of feature vectors: x' = x + noise_std * sd * N(0, 1), then each feature
+    set to 0 with probability `dropout`.
+
+    `sd` is one scale per feature: 1 by default, which is each feature's standard deviation on
+    U once features are standardised with U's statistics (what `cosmosfl run` does), so the
+    noise is `noise_std` of every feature's spread whatever its units. A dropped feature is
+    set to 0, U's mean after that standardisation: the neighbour "does not know" the feature.
+    """
+
+    noise_std: float = 0.1
+    dropout: float = 0.0
+    scale: tuple[float, ...] | None = None  # per-feature sd for unstandardised inputs
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.noise_std < math.inf:
+            raise ValueError(f"FeatureNoise.noise_std must be finite, >= 0, got {self.noise_std}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"FeatureNoise.dropout must be in [0, 1), got {self.dropout}")
+        if self.scale is not None and not all(0 <= v < math.inf for v in self.scale):
+            raise ValueError("FeatureNoise.scale must hold finite values >= 0, one per feature")
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A randomly perturbed copy of the batch x (B, D), same dtype and device."""
+        if x.ndim != 2 or not x.is_floating_point():
+            raise ValueError(
+                f"x must be a floating-point (B, D) tensor of feature vectors, got shape "
+                f"{tuple(x.shape)} dtype {x.dtype}"
+            )
+        if self.scale is not None and len(self.scale) != x.shape[1]:
+            raise ValueError(
+                f"FeatureNoise.scale has {len(self.scale)} values but x has {x.shape[1]} features"
+            )
+        where = generator.device if generator is not None else torch.device("cpu")
+        out = x
+        if self.noise_std > 0:
+            noise = torch.randn(x.shape, generator=generator, device=where, dtype=torch.float32)
+            if self.scale is not None:
+                noise = noise * torch.tensor(self.scale, dtype=torch.float32, device=where)
+            out = out + self.noise_std * noise.to(x.device, x.dtype)
+        if self.dropout > 0:
+            keep = torch.rand(x.shape, generator=generator, device=where) >= self.dropout
+            out = out * keep.to(x.device, x.dtype)
+        return out.clone() if out is x else out
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The neighbour x' of r_B for whatever a batch holds: `images` for (B, C, H, W) batches,
+    `vectors` for (B, D) batches; anything else is a clear error."""
+
+    images: Augmentation = Augmentation()
+    vectors: FeatureNoise = FeatureNoise()
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        if x.ndim == 4:
+            return self.images(x, generator)
+        if x.ndim == 2:
+            return self.vectors(x, generator)
+        raise ValueError(
+            f"no neighbours defined for inputs of shape {tuple(x.shape)}: r_B knows (B, C, H, W) "
+            "images and (B, D) feature vectors"
+        )
+
+
+def default_augmentation(natural: bool) -> Neighbours:
+    """The defaults: for images shifts of 1/8 of the image, +-10 degrees, noise 0.05, flips for
+    photos; for feature vectors Gaussian noise of 0.1 standard deviations per feature."""
+    return Neighbours(images=Augmentation(hflip=bool(natural)))
 
 
 @dataclass(frozen=True)

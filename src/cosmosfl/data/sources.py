@@ -1,33 +1,39 @@
-"""Image datasets: where they come from, how they are validated, and how they become tensors.
+"""Datasets of two kinds, images (N, H, W, C) and feature vectors (N, D): where they come from,
+how they are validated, and how they become model inputs.
 
-`load_dataset` serves scikit-learn's digits (embedded, no download), user `.npz` files, named
-datasets from a data directory, and, optionally, torchvision downloads. Every dataset is checked
-on load, so a malformed file fails here with a clear message instead of deep inside training.
+`load_dataset` serves scikit-learn's digits (embedded, no download), user `.npz` files (images
+or feature vectors), CSV and Parquet tables, folders of images (one subfolder per class),
+named datasets from a data directory (also in their official formats: CIFAR-100's python
+pickles, EMNIST's gzip IDX files), and, optionally, torchvision downloads. Every dataset is
+checked on load, so a malformed file fails here with a clear message instead of deep inside
+training.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from cosmosfl.data._rounding import stratified_indices
+from cosmosfl.data.dataset import Dataset, ImageDataset, from_arrays
 from cosmosfl.data.download import TORCHVISION_DATASETS, fetch_torchvision, torchvision_available
 from cosmosfl.data.errors import DatasetFormatError, DatasetNotFoundError
 from cosmosfl.data.npz import read_npz
+from cosmosfl.data.tabular import TABLE_SUFFIXES  # read with pandas; Parquet also needs pyarrow
 
 __all__ = [
     "DATASET_NAMES",
+    "TABLE_SUFFIXES",
+    "Dataset",
     "DatasetFormatError",
     "DatasetNotFoundError",
     "ImageDataset",
-    "channel_stats",
     "default_cache_dir",
     "load_dataset",
-    "prepare_images",
     "subsample",
 ]
 
@@ -50,104 +56,10 @@ DATASET_FILES: dict[str, tuple[str, ...]] = {
     "tiny_imagenet": ("tiny_imagenet.npz", "tiny_imagenet_jpeg.npz"),
 }
 NATURAL_DATASETS = frozenset({"cifar10", "cifar100", "tiny_imagenet"})
-_DIGITS_SPLIT_SEED = 0  # the digits train/test split is part of the dataset, not of a run
-
-
-@dataclass(frozen=True, eq=False)
-class ImageDataset:
-    """A labelled image classification dataset with a fixed train/test split (uint8 NHWC)."""
-
-    name: str
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    classes: tuple[str, ...]
-    natural: bool  # natural photos: horizontal flips are label-preserving
-
-    def __post_init__(self) -> None:
-        _validate(self)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.classes)
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        """(C, H, W), the layout models receive after `prepare_images`."""
-        _, h, w, c = self.x_train.shape
-        return (c, h, w)
-
-    @property
-    def image_size(self) -> int:
-        return int(self.x_train.shape[1])
-
-
-def _validate(ds: ImageDataset) -> None:
-    where = f"dataset {ds.name!r}"
-    for split in ("train", "test"):
-        x, y = getattr(ds, f"x_{split}"), getattr(ds, f"y_{split}")
-        if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 4:
-            raise DatasetFormatError(
-                f"{where}: x_{split} must be a uint8 array of shape (N, H, W, C), got "
-                f"{_describe(x)}; scale images to 0..255 and convert with .astype(np.uint8)"
-            )
-        if x.shape[-1] not in (1, 3):
-            hint = " (it looks channels-first; transpose to NHWC)" if x.shape[1] in (1, 3) else ""
-            raise DatasetFormatError(
-                f"{where}: x_{split} has {x.shape[-1]} channels in shape {x.shape}; "
-                f"allowed: 1 (grayscale) or 3 (RGB) in the last axis{hint}"
-            )
-        if not isinstance(y, np.ndarray) or y.dtype != np.int64 or y.ndim != 1:
-            raise DatasetFormatError(
-                f"{where}: y_{split} must be a 1-D int64 label array, got {_describe(y)}"
-            )
-        if len(x) != len(y):
-            raise DatasetFormatError(
-                f"{where}: x_{split} has {len(x)} images but y_{split} has {len(y)} labels"
-            )
-        if len(y) == 0:
-            raise DatasetFormatError(f"{where}: the {split} split is empty")
-        if y.min() < 0 or y.max() >= len(ds.classes):
-            raise DatasetFormatError(
-                f"{where}: y_{split} has labels in [{y.min()}, {y.max()}], allowed are "
-                f"0..{len(ds.classes) - 1} ({len(ds.classes)} classes)"
-            )
-    if ds.x_train.shape[1:] != ds.x_test.shape[1:]:
-        raise DatasetFormatError(
-            f"{where}: train images are {ds.x_train.shape[1:]} but test images are "
-            f"{ds.x_test.shape[1:]} (H, W, C); both splits must share one image shape"
-        )
-
-
-def _describe(a: object) -> str:
-    if isinstance(a, np.ndarray):
-        return f"shape {a.shape} dtype {a.dtype}"
-    return type(a).__name__
-
-
-def _from_arrays(name: str, arrays: dict[str, np.ndarray], natural: bool | None) -> ImageDataset:
-    """Normalise loaded arrays (NHW -> NHWC, integer labels -> int64) and validate them."""
-    out: dict[str, np.ndarray] = {}
-    for split in ("train", "test"):
-        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        out[f"x_{split}"] = x[..., None] if x.ndim == 3 else x
-        if y.ndim != 1 or not (np.issubdtype(y.dtype, np.integer) and y.dtype != np.bool_):
-            raise DatasetFormatError(
-                f"{name}: y_{split} must be a 1-D integer label array, got {_describe(y)}"
-            )
-        out[f"y_{split}"] = y.astype(np.int64, copy=False)
-    if "classes" in arrays:
-        raw = np.asarray(arrays["classes"])
-        if raw.ndim != 1:
-            raise DatasetFormatError(f"{name}: classes must be 1-D, got shape {raw.shape}")
-        classes = tuple(str(c) for c in raw)
-    else:
-        top = max(int(out["y_train"].max(initial=0)), int(out["y_test"].max(initial=0)))
-        classes = tuple(str(i) for i in range(top + 1))
-    if natural is None:
-        natural = out["x_train"].ndim == 4 and out["x_train"].shape[-1] == 3
-    return ImageDataset(name=name, classes=classes, natural=natural, **out)
+# A file's train/test split is part of the dataset, not of a run: every seed of a comparison
+# is tested on the same rows (as for digits), and only partitions and initialisations vary.
+_DIGITS_SPLIT_SEED = 0
+FILE_SPLIT_SEED = 0
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -165,11 +77,20 @@ def load_dataset(
     *,
     download: bool = False,
     cache_dir: str | Path | None = None,
-) -> ImageDataset:
-    """Load a dataset by name (see DATASET_NAMES) or from a path to an `.npz` file.
+    label_column: str | None = None,
+    test_fraction: float = 0.2,
+    missing: str = "refuse",
+    image_size: int = 32,
+) -> Dataset:
+    """Load a dataset by name (see DATASET_NAMES) or from a path: an `.npz` file (images or
+    feature vectors), a CSV/Parquet table, or a folder of images (one subfolder per class).
 
-    Named datasets are looked up in `data_dir` (else `$COSMOSFL_DATA_DIR`); when absent and
-    `download` is set, torchvision fetches them into `<cache_dir>/torchvision`.
+    Named datasets are looked up in `data_dir` (else `$COSMOSFL_DATA_DIR`), as `.npz` files or
+    in their official formats; when absent and `download` is set, torchvision fetches them into
+    `<cache_dir>/torchvision`. Tables: `label_column` (default: the last column) and `missing`
+    ("refuse" or "impute") as `data.formats.read_table` documents; image folders are resized to
+    `image_size` px. A file without a test split gets a stratified `test_fraction` of its rows,
+    drawn with a fixed seed: the split belongs to the dataset, not to a run.
     """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     key = str(name).strip()
@@ -178,16 +99,61 @@ def load_dataset(
         return _load_digits()
     if canonical in DATASET_FILES:
         return _load_named(canonical, data_dir, download=download, cache=cache)
-    path = Path(key).expanduser()
+    path = _resolve_path(key, data_dir)
+    if path.name.lower().endswith(TABLE_SUFFIXES):
+        from cosmosfl.data.tabular import read_table  # imports pandas on use
+
+        arrays = read_table(
+            path,
+            label_column=label_column,
+            test_fraction=test_fraction,
+            seed=FILE_SPLIT_SEED,
+            missing=missing,
+        )
+        return from_arrays(_stem(path), arrays, natural=False)
+    if path.is_dir():
+        from cosmosfl.data.formats import read_image_folder
+
+        arrays = read_image_folder(
+            path, image_size=image_size, test_fraction=test_fraction, seed=FILE_SPLIT_SEED
+        )
+        return from_arrays(path.name, arrays, natural=None)
     if path.suffix == ".npz" or path.exists():
         if not path.is_file():
-            what = "is not a file" if path.exists() else "does not exist"
-            raise DatasetNotFoundError(f"dataset file {str(path)!r} {what}")
-        return _from_arrays(path.stem, read_npz(path, cache), natural=None)
+            raise DatasetNotFoundError(f"dataset file {str(path)!r} does not exist")
+        if path.suffix != ".npz":
+            raise DatasetFormatError(
+                f"dataset file {str(path)!r}: unknown format {path.suffix or '(no suffix)'!r}; "
+                f"allowed: .npz, {', '.join(TABLE_SUFFIXES)}, or a folder of images"
+            )
+        return from_arrays(path.stem, read_npz(path, cache), natural=None)
     raise ValueError(
-        f"unknown dataset name {key!r}; allowed: {', '.join(DATASET_NAMES)}, "
-        "or a path to an .npz file (x_train, y_train, x_test, y_test)"
+        f"unknown dataset name {key!r}; allowed: {', '.join(DATASET_NAMES)}, or a path to an "
+        f".npz file, a table ({', '.join(TABLE_SUFFIXES)}) or a folder of images "
+        "(one subfolder per class)"
     )
+
+
+def _resolve_path(key: str, data_dir: str | Path | None) -> Path:
+    """A relative file name is looked up in the data directory when it is not found as given
+    (so `--data-dir DIR data.dataset=file.csv` works)."""
+    path = Path(key).expanduser()
+    if path.exists() or path.is_absolute():
+        return path
+    folder = data_dir if data_dir is not None else os.environ.get("COSMOSFL_DATA_DIR")
+    if folder:
+        candidate = Path(folder).expanduser() / path
+        if candidate.exists():
+            return candidate
+    return path
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in sorted(TABLE_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
 
 
 def _load_digits() -> ImageDataset:
@@ -220,8 +186,11 @@ def _load_named(
                         "not comparable with published ones (see docs for its size)",
                         stacklevel=3,
                     )
-                return _from_arrays(name, read_npz(path, cache), natural=natural)
+                return from_arrays(name, read_npz(path, cache), natural=natural)
             tried.append(str(path))
+        official = _load_official(name, Path(data_dir).expanduser(), tried)
+        if official is not None:
+            return from_arrays(name, official, natural=natural)
     notes: list[str] = []
     if name in TORCHVISION_DATASETS:
         root = cache / "torchvision"
@@ -234,13 +203,33 @@ def _load_named(
                     _not_found_message(name, data_dir, tried, notes)
                 ) from exc
             if arrays is not None:
-                return _from_arrays(name, arrays, natural=natural)
+                return from_arrays(name, arrays, natural=natural)
             tried.append(f"{root} (torchvision files, not downloaded yet)")
         elif download:
             notes.append("download=True needs torchvision, which is not installed")
     elif download:
         notes.append(f"torchvision has no loader for {name}; provide the .npz file yourself")
     raise DatasetNotFoundError(_not_found_message(name, data_dir, tried, notes))
+
+
+def _load_official(name: str, folder: Path, tried: list[str]) -> dict[str, Any] | None:
+    """The arrays of `name` from the format its publishers ship it in, when `folder` has it:
+    CIFAR-100's python pickles, EMNIST's gzip IDX files."""
+    if name == "cifar100":
+        from cosmosfl.data.official import find_cifar100, read_cifar100_python
+
+        found = find_cifar100(folder)
+        if found is not None:
+            return read_cifar100_python(found)
+        tried.append(f"{folder / 'cifar-100-python'} (the official python version)")
+    elif name == "emnist_balanced":
+        from cosmosfl.data.official import find_emnist, read_emnist_idx
+
+        found = find_emnist(folder, "balanced")
+        if found is not None:
+            return read_emnist_idx(found, "balanced")
+        tried.append(f"{folder}/emnist-balanced-*-idx*-ubyte.gz (the official gzip files)")
+    return None
 
 
 def _not_found_message(
@@ -264,53 +253,7 @@ def _not_found_message(
     return "\n".join(lines)
 
 
-# -- preprocessing -----------------------------------------------------------------------------
-_CHUNK = 8192  # images per chunk: bounds the float temporaries for 60k-image datasets
-
-
-def channel_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and std of x/255 for uint8 NHWC images, accumulated in chunks.
-
-    The std is floored at 1e-6 so that standardising a constant channel stays defined.
-    """
-    if x.ndim != 4 or len(x) == 0:
-        raise ValueError(f"x must be a non-empty (N, H, W, C) image array, got shape {x.shape}")
-    c = x.shape[-1]
-    total = np.zeros(c, dtype=np.float64)
-    total_sq = np.zeros(c, dtype=np.float64)
-    for start in range(0, len(x), _CHUNK):
-        part = x[start : start + _CHUNK].reshape(-1, c).astype(np.float64) / 255.0
-        total += part.sum(axis=0)
-        total_sq += np.square(part).sum(axis=0)
-    n = x.shape[0] * x.shape[1] * x.shape[2]
-    mean = total / n
-    std = np.sqrt(np.maximum(total_sq / n - mean**2, 0.0))
-    return mean.astype(np.float32), np.maximum(std, 1e-6).astype(np.float32)
-
-
-def prepare_images(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """uint8 NHWC -> float32 NCHW standardised per channel: (x/255 - mean) / std."""
-    if x.ndim != 4:
-        raise ValueError(f"x must be a (N, H, W, C) image array, got shape {x.shape}")
-    c = x.shape[-1]
-    mean = np.asarray(mean, dtype=np.float32).reshape(-1)
-    std = np.asarray(std, dtype=np.float32).reshape(-1)
-    if mean.shape != (c,) or std.shape != (c,):
-        raise ValueError(
-            f"mean and std need one value per channel ({c}), got shapes {mean.shape}, {std.shape}"
-        )
-    if not np.all(std > 0):
-        raise ValueError(f"std must be > 0 in every channel, got {std.tolist()}")
-    out = np.empty((x.shape[0], c, x.shape[1], x.shape[2]), dtype=np.float32)
-    for start in range(0, len(x), _CHUNK):
-        part = x[start : start + _CHUNK].astype(np.float32) / 255.0
-        out[start : start + _CHUNK] = ((part - mean) / std).transpose(0, 3, 1, 2)
-    return out
-
-
-def subsample(
-    ds: ImageDataset, max_train: int | None, max_test: int | None, seed: int
-) -> ImageDataset:
+def subsample(ds: Dataset, max_train: int | None, max_test: int | None, seed: int) -> ImageDataset:
     """Keep at most max_train / max_test samples, per class in proportion (None keeps all).
 
     Train and test draw from separate seeded streams, so changing one limit leaves the other
@@ -320,7 +263,9 @@ def subsample(
     x_test, y_test = _subsample_split(ds.x_test, ds.y_test, max_test, seed, 1, "max_test")
     if x_train is ds.x_train and x_test is ds.x_test:
         return ds
-    return ImageDataset(ds.name, x_train, y_train, x_test, y_test, ds.classes, ds.natural)
+    return Dataset(
+        ds.name, x_train, y_train, x_test, y_test, ds.classes, ds.natural, ds.feature_names
+    )
 
 
 def _subsample_split(
