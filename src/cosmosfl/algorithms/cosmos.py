@@ -113,7 +113,9 @@ class Cosmos(ClusterMembership, Algorithm):
     distill_epochs: int = 5
     recluster: bool = False
     client_weights: str = "uniform"  # w_i(x) = 1 (paper) or "label-prior"
-    server_model: str = "cnn"
+    # h_k's architecture from the model registry; "auto": mlp for feature vectors, cnn for
+    # images (the paper names VGG16; docs/ablations.md measured cnn, resnet8 and vgg11).
+    server_model: str = "auto"
     server_width: float = 1.0
     server_batch_size: int = 32
     server_lr: float = 1e-4
@@ -180,10 +182,11 @@ class Cosmos(ClusterMembership, Algorithm):
             and self.threshold_rule == "target"
         ):
             self.target_clusters = 5
-        if self.server_learner is None and self.server_model not in model_names():
+        if self.server_learner is None and self.server_model not in (*model_names(), "auto"):
             raise ValueError(
                 f"server_model {self.server_model!r} is not a registered model; "
-                f"allowed: {', '.join(model_names())}"
+                f"allowed: auto (mlp for feature vectors, cnn for images), "
+                f"{', '.join(model_names())}"
             )
         if self.distance_backend == "numba" and not l1_kernel.available():
             raise ValueError(

@@ -4,28 +4,32 @@ the experiment layer and `simulate` inject one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from cosmosfl.algorithms.base import ServerLearnerFactory
-from cosmosfl.data.augment import Augmentation
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.init import reset_head
-from cosmosfl.models.registry import build_model
+from cosmosfl.models.registry import build_model_for, default_model_for
 
 
 def torch_server_learner(
-    model: str = "cnn",
+    model: str = "auto",
     *,
     width: float = 1.0,
     batch_size: int = 32,
     distill_lr: float = 1e-4,
-    augmentation: Augmentation | None = None,
+    augmentation: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
     device: str = "cpu",
     head_init: str = "kaiming",
     **learner_options: Any,
 ) -> ServerLearnerFactory:
     """A factory for server models h_k from the model registry (paper: VGG16, Adam 1e-4).
+
+    `model="auto"` follows the data's kind: an mlp for feature vectors, the cnn for images.
 
     `learner_options` go to every TorchLearner built (e.g. `consistency_samples`, `precision`,
     `channels_last`, `eval_batch_size`, `consistency_target`, `neighbour_bn`), so server models
@@ -33,15 +37,8 @@ def torch_server_learner(
     """
 
     def factory(sample_shape: tuple[int, ...], num_classes: int, seed: int) -> Learner:
-        channels, size = sample_shape[0], sample_shape[-1]
-        net = build_model(
-            model,
-            in_channels=channels,
-            num_classes=num_classes,
-            image_size=size,
-            width=width,
-            seed=seed,
-        )
+        name = default_model_for(sample_shape) if model == "auto" else model
+        net = build_model_for(name, sample_shape, num_classes=num_classes, width=width, seed=seed)
         if head_init == "default":
             reset_head(net, seed)
         return TorchLearner(

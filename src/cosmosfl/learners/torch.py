@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_targets
-from cosmosfl.data.augment import Augmentation
+from cosmosfl.data.augment import Neighbours
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -79,7 +79,7 @@ class TorchLearner(Learner):
         batch_size: int = 32,
         eval_batch_size: int = 128,
         clip_norm: float | None = 1.0,
-        augmentation: Augmentation | None = None,
+        augmentation: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
         consistency_samples: int = 1,
         device: str | torch.device = "cpu",
         seed: int = 0,
@@ -122,7 +122,9 @@ class TorchLearner(Learner):
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
         self.clip_norm = clip_norm
-        self.augmentation = augmentation if augmentation is not None else Augmentation()
+        # The neighbours x' of r_B: by default the paper's image augmentation for image
+        # batches and a per-feature noise ball for feature vectors (data/augment.py).
+        self.augmentation = augmentation if augmentation is not None else Neighbours()
         self.consistency_samples = int(consistency_samples)
         self.consistency_target = consistency_target
         self.neighbour_bn = neighbour_bn
@@ -304,6 +306,29 @@ class TorchLearner(Learner):
             neighbour_bn=self.neighbour_bn,
             train_augmentation=self.train_augmentation,
         )
+
+    def check_neighbours(self, x: np.ndarray) -> None:
+        """Raise ValueError, saying what to change, when this learner cannot make r_B's
+        neighbours x' of inputs like `x` (a few samples): run before training with λ > 0, so
+        a mismatch fails before round 1 instead of after every client has trained."""
+        sample = self._tensor(np.asarray(x)[:2])
+        try:
+            out = self.augmentation(sample, torch.Generator().manual_seed(0))
+        except (ValueError, TypeError, RuntimeError) as err:
+            raise ValueError(
+                f"cannot make the neighbours x' of the consistency term r_B for inputs of shape "
+                f"{tuple(sample.shape[1:])} per sample: the augmentation "
+                f"({type(self.augmentation).__name__}) raised: {err}. Set lam=0 (no consistency "
+                "term), or give augmentation= a callable (batch, generator) -> neighbours for "
+                "this kind of input (cosmosfl.data.FeatureNoise() for feature vectors)"
+            ) from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(sample.shape):
+            raise ValueError(
+                f"the augmentation ({type(self.augmentation).__name__}) must return neighbours of "
+                f"the input's shape {tuple(sample.shape)}, got "
+                f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}; "
+                "fix it, or set lam=0 (no consistency term)"
+            )
 
     @torch.no_grad()
     def predict_proba(self, x: np.ndarray) -> np.ndarray:

@@ -1,12 +1,17 @@
-"""Model zoo sized for 8-64 px inputs, and a registry that builds models by name."""
+"""Model zoo sized for 8-64 px inputs (and an MLP for feature vectors), and a registry that
+builds models by name."""
 
 from cosmosfl.models.init import kaiming_init
 from cosmosfl.models.registry import (
     IMAGE_SIZE_RANGE,
+    INPUT_KINDS,
     ModelConstructor,
     UnknownModelError,
     build_model,
+    build_model_for,
     count_parameters,
+    default_model_for,
+    model_inputs,
     model_names,
     register_model,
     unregister_model,
@@ -14,11 +19,15 @@ from cosmosfl.models.registry import (
 
 __all__ = [
     "IMAGE_SIZE_RANGE",
+    "INPUT_KINDS",
     "ModelConstructor",
     "UnknownModelError",
     "build_model",
+    "build_model_for",
     "count_parameters",
+    "default_model_for",
     "kaiming_init",
+    "model_inputs",
     "model_names",
     "register_model",
     "unregister_model",

@@ -21,7 +21,10 @@ from cosmosfl.models.squeezenet import SqueezeNet
 from cosmosfl.models.vgg import vgg11, vgg16
 
 ModelConstructor = Callable[..., nn.Module]
-"""Called as constructor(in_channels=..., num_classes=..., image_size=..., width=...)."""
+"""Called as constructor(in_channels=..., num_classes=..., image_size=..., width=...) for images,
+or constructor(in_features=..., num_classes=..., width=...) for feature vectors."""
+
+INPUT_KINDS = ("images", "vectors")
 
 IMAGE_SIZE_RANGE = (8, 64)
 MAX_SEED = 2**64 - 1
@@ -44,14 +47,34 @@ _REGISTRY: dict[str, ModelConstructor] = {
     "vgg16": vgg16,
 }
 
-
-def model_names() -> tuple[str, ...]:
-    """Registered model names, sorted."""
-    return tuple(sorted(_REGISTRY))
+# Which kinds of input each model takes; registered models take images unless they say more.
+_INPUTS: dict[str, tuple[str, ...]] = {"mlp": INPUT_KINDS}
 
 
-def register_model(name: str, constructor: ModelConstructor, *, overwrite: bool = False) -> None:
-    """Register a user model under `name` so `build_model` (and configs) can build it."""
+def model_names(inputs: str | None = None) -> tuple[str, ...]:
+    """Registered model names, sorted; with `inputs` ("images" or "vectors") only the models
+    that take that kind of input."""
+    return tuple(sorted(n for n in _REGISTRY if inputs is None or inputs in model_inputs(n)))
+
+
+def model_inputs(name: str) -> tuple[str, ...]:
+    """The kinds of input ("images", "vectors") the registered model `name` takes."""
+    _lookup(name)
+    return _INPUTS.get(name, ("images",))
+
+
+def register_model(
+    name: str,
+    constructor: ModelConstructor,
+    *,
+    overwrite: bool = False,
+    inputs: tuple[str, ...] = ("images",),
+) -> None:
+    """Register a user model under `name` so `build_model` (and configs) can build it.
+
+    `inputs` says which kinds of data it takes: "images" (built with in_channels and
+    image_size) and/or "vectors" (built with in_features).
+    """
     if not isinstance(name, str) or not name or name != name.strip():
         raise ValueError(
             f"model name must be a non-empty string without surrounding spaces, got {name!r}"
@@ -60,13 +83,18 @@ def register_model(name: str, constructor: ModelConstructor, *, overwrite: bool 
         raise TypeError(f"constructor for model {name!r} must be callable, got {constructor!r}")
     if name in _REGISTRY and not overwrite:
         raise ValueError(f"model {name!r} is already registered; pass overwrite=True to replace it")
+    kinds = tuple(inputs)
+    if not kinds or set(kinds) - set(INPUT_KINDS):
+        raise ValueError(f"inputs must name some of {', '.join(INPUT_KINDS)}, got {inputs!r}")
     _REGISTRY[name] = constructor
+    _INPUTS[name] = kinds
 
 
 def unregister_model(name: str) -> None:
     """Remove a registered model (mainly for tests and notebooks that re-register)."""
     _lookup(name)
     del _REGISTRY[name]
+    _INPUTS.pop(name, None)
 
 
 def _lookup(name: str) -> ModelConstructor:
@@ -106,25 +134,46 @@ def _check_width(width: object) -> float:
 def build_model(
     name: str,
     *,
-    in_channels: int,
     num_classes: int,
-    image_size: int,
+    in_channels: int | None = None,
+    image_size: int | None = None,
+    in_features: int | None = None,
     width: float = 1.0,
     seed: int | None = None,
 ) -> nn.Module:
-    """Build a registered model for (B, in_channels, image_size, image_size) inputs.
+    """Build a registered model for (B, in_channels, image_size, image_size) images, or for
+    (B, in_features) feature vectors.
 
     Parameters are Kaiming-initialised from `seed` (see `kaiming_init`): the same name,
     shapes and seed give bit-identical parameters, and the global torch RNG is left as it was.
     `seed=None` draws a fresh random seed.
     """
     constructor = _lookup(name)
-    arguments = {
-        "in_channels": _check_int("in_channels", in_channels, 1),
-        "num_classes": _check_int("num_classes", num_classes, 2),
-        "image_size": _check_int("image_size", image_size, *IMAGE_SIZE_RANGE),
-        "width": _check_width(width),
-    }
+    arguments: dict[str, object]
+    if in_features is not None:
+        if in_channels is not None or image_size is not None:
+            raise ValueError("give in_features (vectors) or in_channels and image_size, not both")
+        if "vectors" not in model_inputs(name):
+            raise ValueError(
+                f"model {name!r} takes images, not feature vectors; models for feature "
+                f"vectors: {', '.join(model_names('vectors'))}"
+            )
+        arguments = {
+            "in_features": _check_int("in_features", in_features, 1),
+            "num_classes": _check_int("num_classes", num_classes, 2),
+            "width": _check_width(width),
+        }
+    else:
+        if in_channels is None or image_size is None:
+            raise ValueError("build_model needs in_channels and image_size, or in_features")
+        if "images" not in model_inputs(name):
+            raise ValueError(f"model {name!r} takes feature vectors, not images")
+        arguments = {
+            "in_channels": _check_int("in_channels", in_channels, 1),
+            "num_classes": _check_int("num_classes", num_classes, 2),
+            "image_size": _check_int("image_size", image_size, *IMAGE_SIZE_RANGE),
+            "width": _check_width(width),
+        }
     if seed is not None:
         seed = _check_int("seed", seed, 0, MAX_SEED)
     _, seed = make_generator(seed)
@@ -144,6 +193,42 @@ def build_model(
     # of server models on clients' test splits); see `build_spec`.
     model.__dict__[BUILD_SPEC_ATTR] = {"name": name, **arguments}
     return model
+
+
+def build_model_for(
+    name: str,
+    sample_shape: tuple[int, ...],
+    *,
+    num_classes: int,
+    width: float = 1.0,
+    seed: int | None = None,
+) -> nn.Module:
+    """`build_model` for inputs of one sample's shape: (C, H, W) images (square) or (D,)
+    feature vectors."""
+    shape = tuple(int(s) for s in sample_shape)
+    if len(shape) == 1:
+        return build_model(
+            name, in_features=shape[0], num_classes=num_classes, width=width, seed=seed
+        )
+    if len(shape) == 3 and shape[1] == shape[2]:
+        return build_model(
+            name,
+            in_channels=shape[0],
+            image_size=shape[1],
+            num_classes=num_classes,
+            width=width,
+            seed=seed,
+        )
+    raise ValueError(
+        f"model {name!r}: inputs of shape {shape} per sample are neither square (C, H, W) "
+        "images nor (D,) feature vectors"
+    )
+
+
+def default_model_for(sample_shape: tuple[int, ...]) -> str:
+    """The built-in model a kind of input gets by default: mlp for feature vectors, cnn for
+    images (COSMOS's `server_model: auto`)."""
+    return "mlp" if len(sample_shape) == 1 else "cnn"
 
 
 def build_spec(model: nn.Module) -> dict[str, object] | None:
