@@ -9,23 +9,38 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from cosmosfl import Learner, SklearnLearner, TorchLearner
-from cosmosfl.learners import validate_distill_inputs, validate_fit_inputs
-from cosmosfl.testing import LearnerCheckError, check_learner
+from cosmosfl.learners import (
+    LightGBMLearner,
+    XGBoostLearner,
+    validate_distill_inputs,
+    validate_fit_inputs,
+)
+from cosmosfl.testing import CHECKS, LearnerCheckError, check_learner
 
 ALL_CHECKS = [
     "fit_learns",
     "predict_proba",
     "seeded_determinism",
     "distill_moves_toward_targets",
+    "distill_with_consistency",
+    "soft_targets_matter",
+    "distilled_knowledge_survives_fit",
     "state_round_trip",
     "bad_shapes_raise",
     "inputs_unchanged",
 ]
+
+
+def test_the_checks_run_in_the_documented_order():
+    assert list(CHECKS) == ALL_CHECKS
 
 
 def make_torch(seed: int) -> TorchLearner:
@@ -64,13 +79,62 @@ def test_torch_learner_with_a_cnn_on_user_data():
     assert check_learner(make, x, y).passed == ALL_CHECKS
 
 
+def make_torch_vectors(seed: int, **options: Any) -> TorchLearner:
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 10))
+    return TorchLearner(net, seed=seed, **options)
+
+
+def test_torch_learner_on_feature_vectors_passes_every_check():
+    # TorchLearner's default neighbours for r_B must fit (N, D) vectors, not only images.
+    report = check_learner(make_torch_vectors, input_shape=(20,))
+    assert report.passed == ALL_CHECKS and not report.skipped
+
+
+def test_image_only_neighbours_on_feature_vectors_fail_the_consistency_check():
+    def image_only(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if x.ndim != 4:
+            raise ValueError(f"x must be a (B, C, H, W) batch, got shape {tuple(x.shape)}")
+        return x + 0.01 * torch.randn(x.shape, generator=generator)
+
+    with pytest.raises(LearnerCheckError) as err:
+        check_learner(lambda s: make_torch_vectors(s, augmentation=image_only), input_shape=(20,))
+    assert set(err.value.failures) == {"distill_with_consistency"}
+    message = err.value.failures["distill_with_consistency"]
+    assert "lam=0" in message and "augmentation=" in message and "(B, C, H, W)" in message
+
+
 @pytest.mark.parametrize(
-    "estimator",
-    [LogisticRegression(max_iter=300), RandomForestClassifier(n_estimators=5, random_state=0)],
+    ("estimator", "num_classes"),
+    [
+        (LogisticRegression(max_iter=300), 10),
+        (RandomForestClassifier(n_estimators=5, random_state=0), 10),
+        (HistGradientBoostingClassifier(max_iter=10, random_state=0), 4),
+        (make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)), 10),
+    ],
+    ids=["logistic", "forest", "hist_gradient_boosting", "pipeline"],
 )
-def test_sklearn_learner_passes_every_check(estimator):
-    report = check_learner(SklearnLearner(estimator, num_classes=10))
+def test_sklearn_learner_passes_every_check(estimator, num_classes):
+    report = check_learner(SklearnLearner(estimator, num_classes=num_classes), input_shape=(20,))
     assert report.learner == "SklearnLearner" and report.passed == ALL_CHECKS
+
+
+def test_knn_is_reported_as_using_only_the_argmax():
+    with pytest.warns(UserWarning, match="ignores sample weights"):
+        report = check_learner(SklearnLearner(KNeighborsClassifier(3), num_classes=10))
+    assert report.passed == [c for c in ALL_CHECKS if c != "soft_targets_matter"]
+    assert "KNeighborsClassifier ignores sample weights" in report.skipped["soft_targets_matter"]
+
+
+@pytest.mark.parametrize(
+    ("cls", "module"), [(XGBoostLearner, "xgboost"), (LightGBMLearner, "lightgbm")]
+)
+def test_boosting_learners_pass_every_check(cls, module):
+    pytest.importorskip(module)
+    report = check_learner(
+        lambda seed: cls(num_classes=5, num_trees=10, seed=seed), input_shape=(20,)
+    )
+    assert report.passed == ALL_CHECKS and not report.skipped
 
 
 def test_an_unseeded_random_forest_is_caught():
@@ -192,6 +256,26 @@ class Mutating(Softmax):
         return out
 
 
+class ArgmaxOnly(Softmax):
+    def distill(self, x, targets, weights=None, *, epochs=1, lam=0.0):
+        validate_distill_inputs(x, targets, weights, self.num_classes)
+        self._step(x, np.eye(self.num_classes)[np.asarray(targets).argmax(axis=1)], epochs)
+        return {}
+
+
+class Forgetful(Softmax):
+    def fit(self, x, y, *, epochs=1):
+        self.w = None  # every fit starts over: what distill taught is gone
+        return super().fit(x, y, epochs=epochs)
+
+
+class NoConsistency(Softmax):
+    def distill(self, x, targets, weights=None, *, epochs=1, lam=0.0):
+        if lam > 0:
+            raise ValueError("the neighbour augmentation needs (B, C, H, W) images")
+        return super().distill(x, targets, weights, epochs=epochs, lam=lam)
+
+
 class WrongWidth(Softmax):
     def predict_proba(self, x):
         return super().predict_proba(x)[:, :-1]
@@ -212,6 +296,9 @@ def test_a_correct_custom_learner_passes():
         (WrongWidth, "predict_proba", "expected (60, num_classes=10)"),
         (GlobalRandom, "seeded_determinism", "generator the learner owns"),
         (NoDistill, "distill_moves_toward_targets", "did not move predictions toward"),
+        (NoConsistency, "distill_with_consistency", "or run the federation with lam=0"),
+        (ArgmaxOnly, "soft_targets_matter", "uses only the targets' argmax"),
+        (Forgetful, "distilled_knowledge_survives_fit", "the next fit erases what distill"),
         (SharedState, "state_round_trip", "must return a copy"),
         (NoChecks, "bad_shapes_raise", "fit(x, y + num_classes) did not raise"),
         (Mutating, "inputs_unchanged", "x changed"),
@@ -223,6 +310,34 @@ def test_each_fault_fails_its_check(cls, check, advice):
     assert check in err.value.failures, err.value
     assert advice in err.value.failures[check]
     assert f"- {check}: " in str(err.value) and isinstance(err.value, AssertionError)
+
+
+def test_broken_learners_fail_only_their_check():
+    for cls, check in (
+        (ArgmaxOnly, "soft_targets_matter"),
+        (Forgetful, "distilled_knowledge_survives_fit"),
+        (NoConsistency, "distill_with_consistency"),
+    ):
+        with pytest.raises(LearnerCheckError) as err:
+            check_learner(seeded(cls))
+        assert set(err.value.failures) == {check}, err.value
+
+
+def test_checks_that_need_a_failed_check_are_listed_as_not_run():
+    with pytest.raises(LearnerCheckError) as err:
+        check_learner(seeded(NoDistill))
+    skipped = err.value.skipped
+    assert set(skipped) == {"soft_targets_matter", "distilled_knowledge_survives_fit"}
+    assert all("needs distill_moves_toward_targets" in why for why in skipped.values())
+    assert "Not run" in str(err.value) and "- soft_targets_matter: not run" in str(err.value)
+    with pytest.raises(LearnerCheckError) as err:
+        check_learner(seeded(WrongWidth))
+    assert set(err.value.failures) == {"predict_proba"}  # not a pile of follow-on failures
+    assert set(err.value.skipped) == set(ALL_CHECKS) - {
+        "fit_learns",
+        "predict_proba",
+        "bad_shapes_raise",
+    }
 
 
 def test_learner_without_checkpoints_is_reported_as_skipped():

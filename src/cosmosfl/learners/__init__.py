@@ -6,14 +6,21 @@ from cosmosfl.learners.base import (
     validate_distill_inputs,
     validate_fit_inputs,
 )
+from cosmosfl.learners.boosting import LightGBMLearner, XGBoostLearner
+from cosmosfl.learners.factory import learner_for_estimator
+from cosmosfl.learners.refit import RefitLearner
 from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner, resolve_device
 
 __all__ = [
     "Learner",
+    "LightGBMLearner",
+    "RefitLearner",
     "SklearnLearner",
     "TorchLearner",
+    "XGBoostLearner",
     "accuracy_metrics",
+    "learner_for_estimator",
     "resolve_device",
     "validate_distill_inputs",
     "validate_fit_inputs",

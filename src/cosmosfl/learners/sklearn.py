@@ -2,105 +2,231 @@
 
 from __future__ import annotations
 
-import copy
 import inspect
+import warnings
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 
-from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
+from cosmosfl.learners.refit import (
+    DIVERGENCE_TOLERANCE,
+    MIN_TARGET_MASS,
+    RefitLearner,
+    hard_copies,
+    soft_copies,
+)
+
+LEARNING_RATE_PARAMS = ("learning_rate", "learning_rate_init", "eta")
 
 
-class SklearnLearner(Learner):
-    """Wraps a scikit-learn estimator so it can sit in a federation beside torch clients.
+class _Constant:
+    """The model of a client whose training rows all have one class (most estimators refuse
+    to fit a single class)."""
 
-    Most estimators cannot be updated incrementally, so distillation refits on the client's own
-    labelled data together with the public set labelled by the targets' argmax (the target's
-    confidence times the optional weights as sample weights, where the estimator accepts
-    sample weights). Inputs are flattened to (N, features).
+    def __init__(self, n_classes: int = 1) -> None:
+        self.n = n_classes
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return np.ones((len(x), self.n))
+
+
+class SklearnLearner(RefitLearner):
+    """Wraps a scikit-learn classifier so it can sit in a federation beside torch clients.
+
+    Soft targets: `distill` turns each public row into one weighted copy per class, with weight
+    target[c] × weight × `public_weight` (copies under `min_target_mass` dropped). For
+    estimators that minimise weighted log-loss (LogisticRegression, gradient boosting,
+    MLPClassifier) this *is* soft-label cross-entropy; for trees and forests the leaves' class
+    frequencies become the soft mass. Weights reach the estimator's `fit(sample_weight=)`, or a
+    `Pipeline`'s final step (`<step>__sample_weight`). An estimator that ignores weights
+    (e.g. KNeighborsClassifier) gets one copy per row labelled with the argmax, and a single
+    UserWarning says so: its soft targets and confidence weights reduce to argmax labels.
+
+    Knowledge is kept by refitting on the union: every `fit` trains on the private data plus
+    the latest distilled targets, and every `distill` on the private data plus the new targets
+    (which replace the old). A refit from scratch on that union is the default for every
+    estimator (warm_start/partial_fit are not used: they would make the model depend on the
+    order of calls in estimator-specific ways); `get_state` holds the remembered targets.
+
+    Labels are re-encoded to 0..k-1 over the classes present, so estimators that need
+    contiguous labels (XGBClassifier) work on a client missing classes; absent classes get
+    probability 0. After every refit the new model is checked on the client's labelled private
+    data: it diverged if its probabilities are not finite, or if its private accuracy falls more
+    than `divergence_tolerance` (0.2) below max(previous model, majority class) *and* it fails
+    its own training rows too (weighted accuracy no better than their most common class, or
+    weighted log-loss worse than predicting their class frequencies: HistGradientBoosting's
+    diverged refit, 0.88 -> 0.23, scored ±1e5, far above that log-loss). A diverged refit is retried
+    with the estimator's learning rate halved (`learning_rate`, `learning_rate_init` or `eta`,
+    also inside a Pipeline; up to `max_retries` times; later refits keep the smaller rate), else
+    rejected and the previous model stays; a UserWarning names the estimator and accuracies, and
+    the metrics `refit_retries` and `refit_rejected` report it. A refit whose private accuracy
+    falls that far but that fits its training rows is deployed with a UserWarning (metric
+    `private_top1_fell`): the targets conflict with the private labels for this estimator.
+    Inputs are flattened to (N, features). Training and prediction run with `threads`
+    OpenMP/BLAS threads (1 by default: clients run side by side, and idle BLAS threads spinning
+    next to OpenMP ones made a HistGradientBoosting refit ~20× slower).
     """
 
-    def __init__(self, estimator: Any, *, num_classes: int, public_weight: float = 1.0) -> None:
+    def __init__(
+        self,
+        estimator: Any,
+        *,
+        num_classes: int,
+        public_weight: float = 1.0,
+        divergence_tolerance: float = DIVERGENCE_TOLERANCE,
+        max_retries: int = 3,
+        min_target_mass: float = MIN_TARGET_MASS,
+        threads: int | None = 1,
+    ) -> None:
         if not hasattr(estimator, "predict_proba"):
             raise TypeError(
                 f"{type(estimator).__name__} has no predict_proba; use a probabilistic classifier "
                 "(e.g. LogisticRegression, RandomForestClassifier, SVC(probability=True))"
             )
-        if num_classes < 2:
-            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        super().__init__(
+            num_classes=num_classes,
+            public_weight=public_weight,
+            divergence_tolerance=divergence_tolerance,
+            max_retries=max_retries,
+            min_target_mass=min_target_mass,
+        )
+        if threads is not None and int(threads) < 1:
+            raise ValueError(f"threads must be >= 1 or None (libraries' default), got {threads}")
         self.template = estimator
-        self.estimator: Any = None
-        self.num_classes = int(num_classes)
-        self.public_weight = float(public_weight)
-        self._private: tuple[np.ndarray, np.ndarray] | None = None
+        self.threads = None if threads is None else int(threads)
+        self._weight_key = _sample_weight_key(estimator)
+        self._lr_param = _learning_rate_param(estimator)
+        self._warned_weights = False
+        if self._weight_key is None:
+            self.uses_soft_targets = False
+            self.soft_targets_reason = (
+                f"{_describe(estimator)} ignores sample weights: soft targets and confidence "
+                "weights are reduced to argmax labels"
+            )
 
-    @staticmethod
-    def _flat(x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x)
-        return x.reshape(len(x), -1)
+    @property
+    def estimator(self) -> Any:
+        """The fitted scikit-learn estimator (trained on labels re-encoded to 0..k-1; see
+        `classes_`), or None before the first fit."""
+        return None if self._model is None else self._model[0]
 
-    def _supports_weights(self) -> bool:
-        try:
-            return "sample_weight" in inspect.signature(self.template.fit).parameters
-        except (TypeError, ValueError):
-            return False
+    @property
+    def classes_(self) -> np.ndarray | None:
+        """The original labels of the estimator's classes 0..k-1."""
+        return None if self._model is None else self._model[1]
 
-    def _refit(self, x: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> None:
+    def _name(self) -> str:
+        return f"SklearnLearner({_describe(self.template)})"
+
+    def _has_learning_rate(self) -> bool:
+        return self._lr_param is not None
+
+    def _expand(
+        self, x: np.ndarray, targets: np.ndarray, weights: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._weight_key is not None:
+            return soft_copies(x, targets, weights, self.min_target_mass)
+        if not self._warned_weights:
+            self._warned_weights = True
+            warnings.warn(
+                f"{self.soft_targets_reason}; use an estimator whose fit takes sample_weight to "
+                "learn the soft targets",
+                UserWarning,
+                stacklevel=4,
+            )
+        return hard_copies(x, targets, weights)
+
+    def _train(
+        self, x: np.ndarray, y: np.ndarray, w: np.ndarray, *, lr_scale: float, init: Any
+    ) -> Any:
         from sklearn.base import clone  # imported on use: scikit-learn takes ~2 s to import
 
+        classes = np.unique(y)
+        if len(classes) == 1:
+            return _Constant(), classes
         est = clone(self.template)
-        if w is not None and self._supports_weights():
-            est.fit(x, y, sample_weight=w)
-        else:
-            est.fit(x, y)
-        self.estimator = est
+        if lr_scale != 1.0 and self._lr_param is not None:
+            name, value = self._lr_param
+            est.set_params(**{name: value * lr_scale})
+        encoded = np.searchsorted(classes, y)
+        kwargs = {} if self._weight_key is None else {self._weight_key: w}
+        with self._limited():
+            est.fit(x, encoded, **kwargs)
+        return est, classes
 
-    def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
-        validate_fit_inputs(x, y, self.num_classes)
-        xf, y = self._flat(x), np.asarray(y)
-        self._private = (xf, y)
-        self._refit(xf, y, None)
-        return {"train_top1": float((self.estimator.predict(xf) == y).mean())}
+    def _proba(self, model: Any, x: np.ndarray) -> np.ndarray:
+        est, classes = model
+        with self._limited():
+            raw = np.asarray(est.predict_proba(x), np.float64)
+        # The estimator knows only the classes it was trained on; place them in all M columns.
+        seen = classes if isinstance(est, _Constant) else classes[np.asarray(est.classes_, int)]
+        out = np.zeros((len(x), self.num_classes), dtype=np.float64)
+        out[:, seen] = raw
+        return out
 
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        n = len(x)
-        if self.estimator is None:
-            return np.full((n, self.num_classes), 1.0 / self.num_classes, dtype=np.float32)
-        raw = self.estimator.predict_proba(self._flat(x))
-        # The estimator knows only the classes it has seen; place them in the full M columns.
-        out = np.zeros((n, self.num_classes), dtype=np.float64)
-        out[:, np.asarray(self.estimator.classes_, dtype=np.int64)] = raw
-        out /= out.sum(axis=1, keepdims=True)
-        return out.astype(np.float32)
+    def _limited(self) -> AbstractContextManager[Any]:
+        if self.threads is None:
+            return nullcontext()
+        from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
-    def distill(
-        self,
-        x: np.ndarray,
-        targets: np.ndarray,
-        weights: np.ndarray | None = None,
-        *,
-        epochs: int = 1,
-        lam: float = 0.0,
-    ) -> dict[str, float]:
-        validate_distill_inputs(x, targets, weights, self.num_classes)
-        xu, targets = self._flat(x), np.asarray(targets)
-        yu = targets.argmax(axis=1)
-        wu = targets.max(axis=1) * self.public_weight
-        if weights is not None:
-            wu = wu * np.asarray(weights)
-        if self._private is not None:
-            xp, yp = self._private
-            xs, ys = np.concatenate([xp, xu]), np.concatenate([yp, yu])
-            ws = np.concatenate([np.ones(len(yp)), wu])
-        else:
-            xs, ys, ws = xu, yu, wu
-        self._refit(xs, ys, ws)
-        agree = float((self.predict_proba(xu).argmax(axis=1) == yu).mean())
-        return {"target_agreement": agree}
+        return threadpool_limits(limits=self.threads)
 
     def get_state(self) -> dict[str, Any]:
-        return {"estimator": copy.deepcopy(self.estimator), "private": self._private}
+        state = super().get_state()
+        state["warned_weights"] = self._warned_weights
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.estimator = state["estimator"]
-        self._private = state["private"]
+        if "estimator" in state:  # a checkpoint from before soft targets: labels not encoded
+            est = state["estimator"]
+            model = None if est is None else (est, np.arange(self.num_classes))
+            state = {"model": model, "private": state.get("private"), "public": None}
+        super().set_state(state)
+        self._warned_weights = bool(state.get("warned_weights", self._warned_weights))
+
+
+def _describe(estimator: Any) -> str:
+    steps = getattr(estimator, "steps", None)
+    if steps:
+        return "Pipeline(" + ", ".join(type(s).__name__ for _, s in steps) + ")"
+    return type(estimator).__name__
+
+
+def _fit_takes(estimator: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(estimator.fit).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return name in params
+
+
+def _sample_weight_key(estimator: Any) -> str | None:
+    """The keyword under which `fit` passes sample weights to the estimator that uses them
+    (`sample_weight`, or `<step>__<step>__sample_weight` through nested Pipelines), or None."""
+    prefix = ""
+    while hasattr(estimator, "steps") and estimator.steps:
+        name, last = estimator.steps[-1]
+        if last is None or last == "passthrough":
+            return None
+        prefix, estimator = f"{prefix}{name}__", last
+    return f"{prefix}sample_weight" if _fit_takes(estimator, "sample_weight") else None
+
+
+def _learning_rate_param(estimator: Any) -> tuple[str, float] | None:
+    """(parameter name for set_params, value) of the estimator's numeric learning rate, looking
+    through a Pipeline into its final step; None when it has none."""
+    try:
+        params = estimator.get_params(deep=True)
+    except Exception:
+        return None
+    prefix = ""
+    probe = estimator
+    while hasattr(probe, "steps") and probe.steps:
+        name, probe = probe.steps[-1]
+        prefix += f"{name}__"
+    for key in LEARNING_RATE_PARAMS:
+        value = params.get(prefix + key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return prefix + key, float(value)
+    return None

@@ -1,221 +1,30 @@
-"""Conformance checks for your own `Learner`, like scikit-learn's `check_estimator`.
-
-Run `check_learner` in your test suite on a learner you wrote (or on a `TorchLearner` wrapping
-your network) before putting it in a federation:
-
-```python
-from cosmosfl.testing import check_learner
-
-def make(seed: int) -> MyLearner:
-    return MyLearner(seed=seed)
-
-check_learner(make, input_shape=(1, 8, 8))
-```
-
-Every check runs; if any fails, one `LearnerCheckError` (an AssertionError) lists each failure
-with what was observed and how to fix it.
-"""
+"""The checks of the Learner contract itself: fit, predict_proba, determinism, distill,
+checkpoints, shape errors, inputs left unchanged (each named check_<what>; reports use <what>)."""
 
 from __future__ import annotations
 
 import copy
 import pickle
-import random
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from cosmosfl.core.protocol import PROBS, SIMPLEX_ATOL
 from cosmosfl.learners.base import Learner
-
-__all__ = ["LearnerCheckError", "LearnerCheckReport", "check_learner"]
-
-# Predictions of two learners that should be identical may differ by float rounding only.
-SAME_ATOL = 1e-5
-
-
-class LearnerCheckError(AssertionError):
-    """One or more conformance checks failed; `failures` maps each check to its message."""
-
-    def __init__(self, name: str, failures: dict[str, str]) -> None:
-        self.failures = failures
-        lines = [f"{name} failed {len(failures)} learner check(s):"]
-        lines += [f"- {check}: {message}" for check, message in failures.items()]
-        super().__init__("\n".join(lines))
+from cosmosfl.testing._support import (
+    SAME_ATOL,
+    _Data,
+    _disturb_global_rng,
+    _Failed,
+    _fitted,
+    _kl,
+    _max_diff,
+    _shifted_targets,
+    _Skipped,
+)
 
 
-@dataclass
-class LearnerCheckReport:
-    """What `check_learner` ran: the checks that `passed`, and the `skipped` ones with why."""
-
-    learner: str
-    passed: list[str] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-
-
-class _Failed(Exception):
-    pass
-
-
-class _Skipped(Exception):
-    pass
-
-
-def check_learner(
-    learner: Learner | Callable[[int], Learner],
-    x: np.ndarray | None = None,
-    y: np.ndarray | None = None,
-    *,
-    input_shape: tuple[int, ...] = (1, 8, 8),
-    epochs: int = 3,
-    distill_epochs: int = 10,
-    seed: int = 0,
-) -> LearnerCheckReport:
-    """Check that a learner honours the `Learner` contract the engines rely on.
-
-    `learner` is an unfitted learner (copied for every check) or, better, a function
-    `seed -> Learner` that builds one, seeding everything random in it (weight initialisation
-    included) from `seed`. The data is `x`, `y` (labels in [0, num_classes)) or, when not
-    given, a small synthetic classification problem with inputs of `input_shape`.
-
-    Checks: the learner is a `Learner` with `num_classes`; `fit` returns metrics and learns;
-    `predict_proba` gives float (n, num_classes) rows on the simplex, also for one sample; the
-    same seed gives the same predictions after `fit` and `distill` whatever the global random
-    state; `distill` (with and without weights) moves predictions toward its targets; the
-    state from `get_state` restores the predictions and the continuation (as resuming a run
-    needs) and pickles; inputs are not modified; mismatched shapes raise ValueError.
-
-    Raises LearnerCheckError listing every failed check; returns a LearnerCheckReport.
-    """
-    make = _factory(learner)
-    with _global_rng_restored():
-        first = make(seed)
-        name = type(first).__name__
-        report = LearnerCheckReport(name)
-        failures: dict[str, str] = {}
-        try:
-            _check_is_learner(first)
-        except _Failed as err:
-            raise LearnerCheckError(name, {"is_learner": str(err)}) from None
-        data = _data(x, y, first.num_classes, input_shape, seed)
-        for check in _CHECKS:
-            try:
-                check(make, data, seed=seed, epochs=epochs, distill_epochs=distill_epochs)
-            except _Skipped as why:
-                report.skipped[check.__name__[7:]] = str(why)
-            except _Failed as err:
-                failures[check.__name__[7:]] = str(err)
-            except Exception as err:  # a crash inside a check is a failure of that check
-                failures[check.__name__[7:]] = f"raised {type(err).__name__}: {err}"
-            else:
-                report.passed.append(check.__name__[7:])
-    if failures:
-        raise LearnerCheckError(name, failures)
-    return report
-
-
-# -- set-up ------------------------------------------------------------------------------------
-@dataclass
-class _Data:
-    x: np.ndarray  # private training inputs
-    y: np.ndarray
-    public: np.ndarray  # unlabeled inputs for predict_proba and distill (U)
-    num_classes: int
-
-
-def _factory(learner: Learner | Callable[[int], Learner]) -> Callable[[int], Learner]:
-    if isinstance(learner, Learner):
-        template = copy.deepcopy(learner)
-        return lambda seed: copy.deepcopy(template)
-    if callable(learner):
-        return learner
-    raise TypeError(
-        f"check_learner takes a Learner or a function seed -> Learner, got {type(learner)}"
-    )
-
-
-def _data(
-    x: np.ndarray | None, y: np.ndarray | None, m: int, shape: tuple[int, ...], seed: int
-) -> _Data:
-    if (x is None) != (y is None):
-        raise ValueError("give both x and y, or neither (then synthetic data is used)")
-    if x is not None and y is not None:
-        x, y = np.asarray(x), np.asarray(y)
-        if len(x) != len(y) or len(x) < 4:
-            raise ValueError(f"x and y need the same length >= 4, got {len(x)} and {len(y)}")
-        rng = np.random.default_rng(seed)
-        public = x[rng.permutation(len(x))[: max(len(x) // 3, 2)]]
-        return _Data(x, y.astype(np.int64), public, m)
-    # Each class is a random prototype plus noise: learnable in a few epochs by any model.
-    rng = np.random.default_rng(seed)
-    prototypes = rng.normal(size=(m, *shape)).astype(np.float32)
-
-    def draw(per_class: int) -> tuple[np.ndarray, np.ndarray]:
-        labels = rng.permutation(np.repeat(np.arange(m), per_class))
-        noise = 0.3 * rng.normal(size=(len(labels), *shape))
-        return (prototypes[labels] + noise).astype(np.float32), labels.astype(np.int64)
-
-    xs, ys = draw(12)
-    public, _ = draw(6)
-    return _Data(xs, ys, public, m)
-
-
-@contextmanager
-def _global_rng_restored() -> Iterator[None]:
-    """The checks move the global random state on purpose; the caller gets theirs back."""
-    import torch
-
-    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        yield
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-        torch.set_rng_state(saved[2])
-
-
-def _disturb_global_rng(k: int) -> None:
-    """Move every global random stream, so a learner that draws from them is not reproducible."""
-    import torch
-
-    random.seed(1000 + k)
-    np.random.seed(1000 + k)
-    torch.manual_seed(1000 + k)
-
-
-def _fitted(make: Callable[[int], Learner], data: _Data, seed: int, epochs: int) -> Learner:
-    learner = make(seed)
-    learner.fit(data.x, data.y, epochs=epochs)
-    return learner
-
-
-def _shifted_targets(probs: np.ndarray) -> np.ndarray:
-    """Soft targets that disagree with the predictions: each row's mass on the next class."""
-    m = probs.shape[1]
-    targets = np.full(probs.shape, 0.1 / m, dtype=np.float32)
-    targets[np.arange(len(probs)), (probs.argmax(axis=1) + 1) % m] += 0.9
-    return targets
-
-
-def _kl(targets: np.ndarray, probs: np.ndarray) -> float:
-    """KL(targets ‖ probs), mean over rows: the distillation loss (core/distill.py), with the
-    predicted probabilities' logarithms as its logits."""
-    import torch
-
-    from cosmosfl.core.distill import kl_to_targets
-
-    log_p = torch.from_numpy(np.log(np.clip(probs.astype(np.float64), 1e-12, None)))
-    return float(kl_to_targets(log_p, torch.from_numpy(targets.astype(np.float64))))
-
-
-def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-
-
-# -- the checks (each named check_<what>; the report uses <what>) -------------------------------
 def _check_is_learner(learner: Any) -> None:
     if not isinstance(learner, Learner):
         raise _Failed(
@@ -434,14 +243,3 @@ def _check_inputs_unchanged(
                 f"{what} changed during fit/predict_proba/distill: copy arrays before "
                 "modifying them (the engine passes the client's own data)"
             )
-
-
-_CHECKS = (
-    _check_fit_learns,
-    _check_predict_proba,
-    _check_seeded_determinism,
-    _check_distill_moves_toward_targets,
-    _check_state_round_trip,
-    _check_bad_shapes_raise,
-    _check_inputs_unchanged,
-)
