@@ -1,6 +1,8 @@
 """COSMOS end to end on digits, its protocol behaviour, and a cluster or a client that misses
 a round's tasks."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ from sklearn.metrics import adjusted_rand_score
 from cosmosfl import Client, Cosmos, SklearnLearner, TorchLearner, simulate
 from cosmosfl.core import protocol
 from cosmosfl.data import load_dataset, paper_split
+from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
 from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.runner import run_experiment
 from cosmosfl.models import build_model
@@ -212,20 +215,20 @@ def test_failed_client_is_excluded_not_fatal():
 
     bad = clients[4]
     bad.learner.__class__ = Broken
-    result = simulate(
-        Cosmos(
-            target_clusters=4,
-            server_model="mlp",
-            pretrain_epochs=1,
-            local_epochs=1,
-            server_epochs=1,
-            distill_epochs=1,
-        ),
-        clients,
-        public_x,
-        rounds=1,
-        seed=0,
+    algorithm = Cosmos(
+        target_clusters=4,
+        server_model="mlp",
+        pretrain_epochs=1,
+        local_epochs=1,
+        server_epochs=1,
+        distill_epochs=1,
     )
+    # strict (the default) stops at the bad reply, naming the client and the reason ...
+    with pytest.raises(ClientRejectedError, match="client 4's reply to task 'predict_public'"):
+        simulate(copy.deepcopy(algorithm), copy.deepcopy(clients), public_x, rounds=1, seed=0)
+    # ... strict=False leaves it out of the step with a warning, and the run goes on.
+    with pytest.warns(ClientRejectedWarning, match="client 4's reply"):
+        result = simulate(algorithm, clients, public_x, rounds=1, seed=0, strict=False)
     rec = result.records[0]
     assert [r["client"] for r in rec["rejected"]] == [4]
     assert "non-finite" in rec["rejected"][0]["reason"]

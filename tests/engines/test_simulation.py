@@ -5,6 +5,7 @@ from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
 from cosmosfl.engines import ClientError, SimulationEngine
+from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
 from cosmosfl.experiment import simulate
 from cosmosfl.learners.base import Learner
 
@@ -67,7 +68,10 @@ def test_bad_payload_excluded_and_recorded():
     def bad(n):
         return np.full((n, 2), 0.9, np.float32)  # rows sum to 1.8
 
-    result = simulate(Probe(), make_clients(Fixed(), Fixed(bad)), PUBLIC, rounds=1)
+    with pytest.warns(ClientRejectedWarning, match=r"client 1's reply to task 'predict_public'"):
+        result = simulate(
+            Probe(), make_clients(Fixed(), Fixed(bad)), PUBLIC, rounds=1, strict=False
+        )
     rec = result.records[0]
     assert rec["accuracy"]["x"] == {"0": 1.0}
     assert rec["rejected"] == [
@@ -75,6 +79,31 @@ def test_bad_payload_excluded_and_recorded():
     ]
     assert "sum to 1" in rec["rejected"][0]["reason"]
     assert rec["bytes_down"]["1"] == 0  # the excluded client got no distillation targets
+
+
+def test_a_strict_run_stops_at_a_bad_payload_and_names_client_task_and_reason():
+    def bad(n):
+        return np.full((n, 2), 0.75, np.float32)  # rows sum to 1.5
+
+    with pytest.raises(
+        ClientRejectedError, match=r"client 1's reply to task 'predict_public'"
+    ) as e:
+        simulate(Probe(), make_clients(Fixed(), Fixed(bad)), PUBLIC, rounds=2)
+    assert (e.value.round_num, e.value.client_id, e.value.task) == (1, 1, protocol.PREDICT_PUBLIC)
+    assert "sums to 1.5" in e.value.reason and "sums to 1.5" in str(e.value)
+    assert isinstance(e.value, ClientError) and isinstance(e.value, ValueError)
+
+
+def test_the_engine_alone_only_records_rejections_unless_asked():
+    def bad(n):
+        return np.full((n, 2), 0.75, np.float32)
+
+    messages = {c: protocol.Message(protocol.PREDICT_PUBLIC) for c in (0, 1)}
+    engine = SimulationEngine(make_clients(Fixed(), Fixed(bad)), PUBLIC)  # the default: record
+    assert list(engine.send(messages)) == [0]
+    assert [r["client"] for r in engine._rejected] == [1]
+    with pytest.raises(ValueError, match="on_reject"):
+        SimulationEngine(make_clients(Fixed()), PUBLIC, on_reject="ignore")
 
 
 def test_client_exception_stops_a_strict_run_with_the_traceback():

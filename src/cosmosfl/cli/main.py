@@ -13,6 +13,7 @@ from typing import Any
 
 from cosmosfl import __version__
 from cosmosfl.cli import presets
+from cosmosfl.experiment.preflight import PreflightError
 
 EPILOG = """examples:
   cosmosfl run                                   # COSMOS on scikit-learn digits (default config)
@@ -526,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         PartitionError,
         UnknownModelError,
         DeviceUnavailableError,
+        PreflightError,
     ) as err:
         print(f"cosmosfl: error: {err}", file=sys.stderr)
         return 2

@@ -9,7 +9,9 @@ does not know which algorithm it runs: it gives the clients the algorithm's clie
 from __future__ import annotations
 
 import math
+import re
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,6 +40,25 @@ class ParticipationError(RuntimeError):
     """Too few clients answered a step of a round (below `min_participation`)."""
 
 
+class ClientRejectedError(ClientError, ValueError):
+    """A client's reply was rejected (bad payload, non-finite metric, error reply), so the
+    client would be left out of a step: raised with `on_reject="raise"` (`simulate(...,
+    strict=True)`) so that a broken client cannot silently shrink the federation. A ClientError
+    (the strict-mode family) and a ValueError (the client's output is bad)."""
+
+    def __init__(self, message: str, *, round_num: int, client_id: int, task: str, reason: str):
+        super().__init__(message)
+        self.round_num, self.client_id, self.task, self.reason = round_num, client_id, task, reason
+
+
+class ClientRejectedWarning(UserWarning):
+    """The warning `on_reject="warn"` (`simulate(..., strict=False)`) gives for a rejected
+    reply; the client is excluded from that step and the run goes on."""
+
+
+ON_REJECT = ("record", "warn", "raise")
+
+
 class SimulationEngine:
     """Implements the algorithms' `Federation` view over in-memory clients."""
 
@@ -55,6 +76,7 @@ class SimulationEngine:
         min_participation: float = 0.0,
         workers: int = 1,
         worker_devices: Sequence[str] | None = None,
+        on_reject: str = "record",
     ) -> None:
         """`strict`: an exception raised by client code stops the run with its traceback
         (a bug should not silently shrink the federation); otherwise the client is excluded
@@ -62,7 +84,14 @@ class SimulationEngine:
         see engines/faults.py) never stop a run. A step answered by fewer than
         `min_participation` of the clients it addressed ends the run (ParticipationError).
         `workers` > 1 serves clients from that many processes, one torch thread each
-        (engines/workers.py); `sync_clients()` / `close()` bring the trained learners back."""
+        (engines/workers.py); `sync_clients()` / `close()` bring the trained learners back.
+        `on_reject`: what a rejected reply (the client is excluded from the step) does beyond
+        its `rejected` entry in the round record: "record" nothing more, "warn" a
+        ClientRejectedWarning, "raise" a ClientRejectedError at once. Replies of injected
+        faults (and of Byzantine clients) are only ever recorded: they are deliberate."""
+        if on_reject not in ON_REJECT:
+            raise ValueError(f"on_reject = {on_reject!r}; allowed: {', '.join(ON_REJECT)}")
+        self.on_reject = on_reject
         if not 0 <= min_participation <= 1:
             raise ValueError(f"min_participation must lie in [0, 1], got {min_participation}")
         if not clients:
@@ -215,6 +244,8 @@ class SimulationEngine:
                 failures.append(str(err))
                 self._rejected.append({"client": cid, "task": message.task, "reason": err.reason})
                 self.reporter.log(f"round {self._round}: {err}")
+                if fault is None and not self._byzantine(cid, message.task):
+                    self._on_rejected(cid, message.task, err.reason)
         if messages and not replies:
             raise ParticipationError(
                 f"round {self._round}: every client failed task "
@@ -222,6 +253,34 @@ class SimulationEngine:
             )
         self._check_participation(messages, replies)
         return replies
+
+    def _byzantine(self, cid: int, task: str) -> bool:
+        """Whether `cid`'s answer to `task` was falsified by the fault injector."""
+        return (
+            self.faults is not None
+            and task == protocol.PREDICT_PUBLIC
+            and cid in self.faults.byzantine
+        )
+
+    def _on_rejected(self, cid: int, task: str, reason: str) -> None:
+        """Raise or warn about a real (not injected) rejection, as `on_reject` asks."""
+        if self.on_reject == "record":
+            return
+        text = rejection_message(self._round, cid, task, reason)
+        if self.on_reject == "raise":
+            raise ClientRejectedError(
+                f"{text} (strict=True stops at the first rejected reply; pass strict=False to "
+                "exclude the client from the step with a warning instead)",
+                round_num=self._round,
+                client_id=cid,
+                task=task,
+                reason=reason,
+            )
+        warnings.warn(
+            f"{text} (strict=False: client {cid} is left out of this step; the run goes on)",
+            ClientRejectedWarning,
+            stacklevel=3,  # the line that called `send` (the algorithm's step)
+        )
 
     def _check_participation(
         self, messages: Mapping[int, protocol.Message], replies: Mapping[int, protocol.Reply]
@@ -302,6 +361,27 @@ class SimulationEngine:
         finally:
             self.close()
         return records
+
+
+def rejection_message(round_num: int, cid: int, task: str, reason: str) -> str:
+    """What a rejected reply means and what to fix: the client, the task and the reason."""
+    if reason.startswith("metric") and "not a finite number" in reason:
+        fix = (
+            "its training diverged or its learner reports NaN/inf: lower the learning rate, "
+            "check its data for NaN/inf, or fix what the learner returns"
+        )
+    elif reason.startswith("client reported an error"):
+        fix = "fix the error in that client's code or data"
+    elif re.match(r"array '[^']+\.[^']+'", reason):  # an encoded part, e.g. 'probs.uint8'
+        fix = "its payload was damaged in encoding or transport: check the codec"
+    elif task == protocol.PREDICT_PUBLIC:
+        fix = (
+            "its learner's predict_proba must return finite rows of shape (|U|, num_classes) "
+            "that are non-negative and sum to 1"
+        )
+    else:
+        fix = f"check what that client's learner returns for {task!r}"
+    return f"round {round_num}: client {cid}'s reply to task {task!r} was rejected: {reason}; {fix}"
 
 
 def _raised(reply: Any) -> bool:

@@ -15,8 +15,10 @@ from cosmosfl.core import protocol
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.server_models import provide_server_learner
+from cosmosfl.learners.torch import resolve_device
 
 
 def simulate(
@@ -36,8 +38,15 @@ def simulate(
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
-    Same seed, clients and algorithm settings give the same metrics on CPU. `strict=False`
-    excludes clients whose code raises instead of stopping the run. `faults` injects seeded
+    Same seed, clients and algorithm settings give the same metrics on CPU.
+
+    Before round 1, `check_federation` (experiment/preflight.py) checks the inputs against U,
+    the labels against the learners' num_classes, U itself and the server model on U, without
+    training anything: a mistake fails at once with a PreflightError, not after a round.
+    `strict` (default) stops the run with a ClientError when a client's code raises and with a
+    ClientRejectedError when a client's reply is rejected (probabilities off the simplex, a NaN
+    loss, ...), naming the client, the task and the reason; `strict=False` excludes such a
+    client from that step with a ClientRejectedWarning instead. `faults` injects seeded
     drop-outs, stragglers, crashes, corrupted payloads and Byzantine clients (a FaultConfig or
     a mapping of its fields); `min_participation` ends the run when fewer clients answer a step.
     `workers` > 1 runs clients in that many processes (same records as a serial run with one
@@ -45,6 +54,10 @@ def simulate(
     no `server_learner` gets the one its server_* settings describe (`torch_server_learner`).
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    # The server factory first (on the device the engine will use): the checks build a server
+    # model; both before the engine, which may start worker processes.
+    provide_server_learner(algorithm, str(resolve_device(device)))
+    check_federation(algorithm, clients, public_x, seed=seed)
     engine = SimulationEngine(
         clients,
         public_x,
@@ -56,8 +69,8 @@ def simulate(
         min_participation=min_participation,
         max_payload_bytes=max_payload_bytes,
         workers=workers,
+        on_reject="raise" if strict else "warn",
     )
-    provide_server_learner(algorithm, engine.device)  # the device the engine resolved
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
         torch.manual_seed(seed)
         records = engine.run(algorithm, rounds)

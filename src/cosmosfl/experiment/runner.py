@@ -31,6 +31,7 @@ from cosmosfl.experiment.config import (
     identity,
     load_config,
 )
+from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
@@ -150,6 +151,10 @@ def _execute(
         raise CheckpointError(
             f"{cfg.algorithm['name']} is a reference run without checkpoints; rerun it"
         )
+    if engine is None and isinstance(exp.algorithm, Algorithm):
+        # The in-process engine's clients are all here: check them against U and the server
+        # model before any training (another engine's clients live elsewhere).
+        check_federation(exp.algorithm, exp.clients, exp.public_x, seed=cfg.seed)
     if run_dir is not None and checkpoint is None:
         run_dir.prepare(cfg, force=force)
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
