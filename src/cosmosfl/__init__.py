@@ -3,6 +3,7 @@
 The Python API in one import::
 
     from cosmosfl import Client, Cosmos, Local, SklearnLearner, TorchLearner, simulate
+    from cosmosfl import XGBoostLearner, LightGBMLearner, learner_for_estimator  # tabular
 
 Names are imported on first use, so `cosmosfl --help` does not pay for torch and scikit-learn.
 `cosmosfl.__version__` is the installed distribution's version (package metadata).
@@ -24,19 +25,31 @@ _EXPORTS = {
     "Learner": "cosmosfl.learners",
     "SklearnLearner": "cosmosfl.learners",
     "TorchLearner": "cosmosfl.learners",
+    "XGBoostLearner": "cosmosfl.learners",
+    "LightGBMLearner": "cosmosfl.learners",
+    "learner_for_estimator": "cosmosfl.learners",
+    "ClientRejectedError": "cosmosfl.engines.simulation",
+    "ClientRejectedWarning": "cosmosfl.engines.simulation",
+    "PreflightError": "cosmosfl.experiment.preflight",
 }
 
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
     "Client",
+    "ClientRejectedError",
+    "ClientRejectedWarning",
     "Cosmos",
     "Learner",
+    "LightGBMLearner",
     "Local",
+    "PreflightError",
     "SimulationResult",
     "SklearnLearner",
     "TorchLearner",
+    "XGBoostLearner",
     "__version__",
+    "learner_for_estimator",
     "simulate",
 ]
 
@@ -44,8 +57,17 @@ if TYPE_CHECKING:
     __version__: str
     from cosmosfl.algorithms import ALGORITHMS, Algorithm, Cosmos, Local
     from cosmosfl.client import Client
+    from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
     from cosmosfl.experiment import SimulationResult, simulate
-    from cosmosfl.learners import Learner, SklearnLearner, TorchLearner
+    from cosmosfl.experiment.preflight import PreflightError
+    from cosmosfl.learners import (
+        Learner,
+        LightGBMLearner,
+        SklearnLearner,
+        TorchLearner,
+        XGBoostLearner,
+        learner_for_estimator,
+    )
 
 
 def _version() -> str:

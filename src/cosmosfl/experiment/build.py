@@ -18,12 +18,14 @@ from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.client import Client
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import (
-    ImageDataset,
+    Dataset,
     Partition,
     channel_stats,
     default_augmentation,
+    feature_stats,
     load_dataset,
     make_partition,
+    prepare_features,
     prepare_images,
     subsample,
     train_augmentation_for,
@@ -34,16 +36,14 @@ from cosmosfl.experiment.config import (
     reference_runs,
     settings_class,
 )
+from cosmosfl.experiment.model_spec import ModelSpec, parse_models, resolve
 from cosmosfl.experiment.server_models import torch_server_learner
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
-from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model, model_names
+from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model_for, model_inputs
 
 if TYPE_CHECKING:
     from cosmosfl.experiment.centralized import Centralized
-
-SKLEARN_MODELS = ("logistic_regression", "random_forest")
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Experiment:
     """Everything a run needs, built from a config (and inspectable before running)."""
 
     config: ExperimentConfig
-    dataset: ImageDataset
+    dataset: Dataset
     partition: Partition
     clients: list[Client]
     public_x: np.ndarray
@@ -59,55 +59,76 @@ class Experiment:
     client_models: list[str]
 
 
-def client_model_names(models: dict[str, float] | list[str], num_clients: int) -> list[str]:
-    """One architecture name per client id.
-
-    A mix {name: fraction} becomes counts by largest remainder, then the names are spread
-    evenly over the ids (not in blocks), so that consecutive ids — which share a class group
-    in the paper split — get different architectures and group is not confounded with model.
-    """
+def client_model_specs(models: Any, num_clients: int) -> list[ModelSpec]:
+    """One model spec per client id (see `client_model_names` for how a mix is spread)."""
+    specs = parse_models(models, check=False)  # checked when the config was loaded
     if isinstance(models, list):
-        return list(models)
-    names = list(models)
-    weights = np.array([models[n] for n in names], dtype=np.float64)
+        return specs
+    weights = np.array([s.weight for s in specs], dtype=np.float64)
     exact = weights / weights.sum() * num_clients
     counts = np.floor(exact).astype(int)
     order = np.argsort(-(exact - counts), kind="stable")
     counts[order[: num_clients - counts.sum()]] += 1
     slots = [((j + 0.5) / c, i) for i, c in enumerate(counts) for j in range(c)]
-    return [names[i] for _, i in sorted(slots)]
+    return [specs[i] for _, i in sorted(slots)]
+
+
+def client_model_names(models: Any, num_clients: int) -> list[str]:
+    """One model name per client id, as the config writes it.
+
+    A mix {name: fraction} becomes counts by largest remainder, then the names are spread
+    evenly over the ids (not in blocks), so that consecutive ids — which share a class group
+    in the paper split — get different architectures and group is not confounded with model.
+    """
+    return [spec.name for spec in client_model_specs(models, num_clients)]
 
 
 def make_learner(
-    name: str, cfg: ExperimentConfig, dataset: ImageDataset, seed: int, num_classes: int
+    spec: ModelSpec | str,
+    cfg: ExperimentConfig,
+    dataset: Dataset,
+    seed: int,
+    num_classes: int,
 ) -> Learner:
-    c = cfg.clients
-    if name == "logistic_regression":
-        from sklearn.linear_model import LogisticRegression
-
-        return SklearnLearner(LogisticRegression(max_iter=300), num_classes=num_classes)
-    if name == "random_forest":
-        from sklearn.ensemble import RandomForestClassifier
-
-        return SklearnLearner(
-            RandomForestClassifier(n_estimators=100, random_state=seed % 2**31, n_jobs=1),
-            num_classes=num_classes,
-        )
-    channels, size = dataset.image_shape[0], dataset.image_shape[1]
-    lo, hi = IMAGE_SIZE_RANGE
-    if not lo <= size <= hi:
+    """The learner of one client: a registry network as a TorchLearner with the `clients`
+    section's settings, or what an import path (or short name) builds, wrapped in the learner
+    for its framework."""
+    spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
+    shape = dataset.sample_shape
+    if not spec.registry:
+        context = {
+            "num_classes": num_classes,
+            "seed": seed,
+            "input_shape": shape,
+            **({"in_features": shape[0]} if len(shape) == 1 else {}),
+            **({"in_channels": shape[0], "image_size": shape[1]} if len(shape) == 3 else {}),
+        }
+        return as_learner(resolve(spec, context), spec.name, cfg, dataset, seed, num_classes)
+    if dataset.kind not in model_inputs(spec.name):
         raise ConfigError(
-            f"data.dataset = {cfg.data.dataset!r} has {size} px images; the torch model zoo "
-            f"takes {lo}-{hi} px (resize the data, or use scikit-learn client models)"
+            f"clients.models: {spec.name} takes images, and data.dataset = "
+            f"{cfg.data.dataset!r} holds feature vectors; use mlp, a model by import path, "
+            "or an estimator (e.g. logistic_regression, hist_gradient_boosting)"
         )
-    net = build_model(
-        name,
-        in_channels=channels,
-        num_classes=num_classes,
-        image_size=size,
-        width=c.width,
-        seed=seed,
+    if dataset.kind == "images":
+        size = dataset.image_shape[1]
+        lo, hi = IMAGE_SIZE_RANGE
+        if not lo <= size <= hi:
+            raise ConfigError(
+                f"data.dataset = {cfg.data.dataset!r} has {size} px images; the torch model zoo "
+                f"takes {lo}-{hi} px (resize the data, or use scikit-learn client models)"
+            )
+    net = build_model_for(
+        spec.name, shape, num_classes=num_classes, width=cfg.clients.width, seed=seed
     )
+    return torch_learner(net, cfg, dataset, seed, num_classes)
+
+
+def torch_learner(
+    net: Any, cfg: ExperimentConfig, dataset: Dataset, seed: int, num_classes: int
+) -> TorchLearner:
+    """A client network as a TorchLearner with the `clients` section's settings."""
+    c = cfg.clients
     return TorchLearner(
         net,
         num_classes=num_classes,
@@ -119,10 +140,37 @@ def make_learner(
         seed=seed,
         train_augmentation=(
             train_augmentation_for(dataset.image_shape, dataset.natural)
-            if c.train_augmentation
+            if c.train_augmentation and dataset.kind == "images"
             else None
         ),
         **_shared_learner_options(cfg),
+    )
+
+
+def as_learner(
+    built: Any, name: str, cfg: ExperimentConfig, dataset: Dataset, seed: int, num_classes: int
+) -> Learner:
+    """What a model spec built, as a Learner: learners as they are, torch modules in a
+    TorchLearner, estimators with `predict_proba` in the learner for their framework."""
+    from torch import nn
+
+    if isinstance(built, Learner):
+        if built.num_classes != num_classes:
+            raise ConfigError(
+                f"clients.models.{name} built a learner for {built.num_classes} classes; the "
+                f"data has {num_classes}: build it with the num_classes argument it is given"
+            )
+        return built
+    if isinstance(built, nn.Module):
+        return torch_learner(built, cfg, dataset, seed, num_classes)
+    if hasattr(built, "predict_proba") and hasattr(built, "fit"):
+        from cosmosfl.learners import learner_for_estimator
+
+        return learner_for_estimator(built, num_classes=num_classes, seed=seed)
+    raise ConfigError(
+        f"clients.models.{name} built a {type(built).__name__}, which is not a model cosmosfl "
+        "can train: return a cosmosfl Learner, a torch nn.Module, or an estimator with fit and "
+        "predict_proba"
     )
 
 
@@ -139,7 +187,7 @@ def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
     }
 
 
-def server_learner_factory(cfg: ExperimentConfig, dataset: ImageDataset) -> Any:
+def server_learner_factory(cfg: ExperimentConfig, dataset: Dataset) -> Any:
     """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
     (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
     a = cfg.algorithm
@@ -155,23 +203,13 @@ def server_learner_factory(cfg: ExperimentConfig, dataset: ImageDataset) -> Any:
     )
 
 
-def _check_model_names(names: list[str]) -> None:
-    allowed = set(model_names()) | set(SKLEARN_MODELS)
-    bad = sorted(set(names) - allowed)
-    if bad:
-        raise ConfigError(
-            f"clients.models: unknown model(s) {', '.join(bad)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
-
-
-def check_homogeneous(algorithm: str, names: list[str]) -> None:
+def check_homogeneous(algorithm: str, specs: list[ModelSpec]) -> None:
     """Parameter-sharing algorithms (fedavg, ditto, ...) need one torch architecture."""
     cls = ALGORITHMS.get(algorithm)
     if cls is None or cls.model_agnostic:
         return
-    kinds = sorted(set(names))
-    if len(kinds) > 1 or kinds[0] in SKLEARN_MODELS:
+    kinds = sorted({s.name for s in specs})
+    if len(kinds) > 1 or not specs[0].registry:
         raise ConfigError(
             f"clients.models = {', '.join(kinds)}: algorithm {algorithm} exchanges model "
             "parameters and needs every client to use the same torch architecture; give one "
@@ -182,14 +220,18 @@ def check_homogeneous(algorithm: str, names: list[str]) -> None:
 
 def check_clients(cfg: ExperimentConfig) -> list[str]:
     """Checks beyond the schema that need no data: client model names, and what a reference
-    run (e.g. centralized) needs of the clients. Returns one architecture name per client."""
-    names = client_model_names(cfg.clients.models, cfg.data.num_clients)
-    _check_model_names(names)
-    check_homogeneous(cfg.algorithm["name"], names)
+    run (e.g. centralized) needs of the clients. Returns one model name per client."""
+    return [s.name for s in checked_client_specs(cfg)]
+
+
+def checked_client_specs(cfg: ExperimentConfig) -> list[ModelSpec]:
+    """`check_clients`, returning one model spec per client."""
+    specs = client_model_specs(cfg.clients.models, cfg.data.num_clients)
+    check_homogeneous(cfg.algorithm["name"], specs)
     reference = reference_runs().get(cfg.algorithm["name"])
     if reference is not None:
-        reference.check_clients(names)
-    return names
+        reference.check_clients([s.name for s in specs])
+    return specs
 
 
 def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = None) -> Experiment:
@@ -207,8 +249,17 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         raise ValueError(
             f"client ids {outside} are not clients of this config (ids 0-{d.num_clients - 1})"
         )
-    names = check_clients(cfg)
-    dataset = load_dataset(d.dataset, d.data_dir, download=d.download)
+    specs = checked_client_specs(cfg)
+    names = [s.name for s in specs]
+    dataset = load_dataset(
+        d.dataset,
+        d.data_dir,
+        download=d.download,
+        label_column=d.label_column,
+        test_fraction=d.test_fraction,
+        missing=d.missing,
+        image_size=d.image_size,
+    )
     dataset = subsample(
         dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32
     )
@@ -230,27 +281,25 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         seed=derive_seed(cfg.seed, "partition") % 2**32,
         **options,
     )
-    # Standardise with statistics of the public set U: everyone has it, so no client's
-    # private data leaks into the preprocessing of the others.
-    mean, std = channel_stats(dataset.x_train[part.public])
+    prepare = input_preparation(dataset, part.public)
 
     def train_part(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # Standardising is elementwise, so a slice prepared alone equals that slice of the
         # whole set prepared: each client's arrays are prepared from its own indices only.
-        return prepare_images(dataset.x_train[idx], mean, std), dataset.y_train[idx]
+        return prepare(dataset.x_train[idx]), dataset.y_train[idx]
 
     m = dataset.num_classes
     built = []
     for cid in wanted:
         tr, te = part.client_train[cid], part.client_test[cid]
         tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
-        learner = make_learner(names[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
+        learner = make_learner(specs[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
         built.append(
             Client(
                 cid,
                 learner,
                 train_part(tr),
-                (prepare_images(dataset.x_test[te], mean, std), dataset.y_test[te]),
+                (prepare(dataset.x_test[te]), dataset.y_test[te]),
                 validation=train_part(va) if len(va) else None,
             )
         )
@@ -263,6 +312,17 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         options["public_probe"] = public_probe(dataset.y_train[part.public], part)
     algorithm = cls(**options)
     return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
+
+
+def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """How stored samples become model inputs: standardised with statistics of the public set
+    U (per channel for images, per feature for vectors, missing values -> U's mean). Every
+    party holds U, so no client's private data leaks into the preprocessing of the others."""
+    if dataset.kind == "vectors":
+        f_mean, f_std = feature_stats(dataset.x_train[public])
+        return lambda x: prepare_features(x, f_mean, f_std)
+    c_mean, c_std = channel_stats(dataset.x_train[public])
+    return lambda x: prepare_images(x, c_mean, c_std)
 
 
 def validation_holdout(

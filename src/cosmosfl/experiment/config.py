@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import types
 import typing
 import warnings
@@ -22,20 +23,29 @@ from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
 from cosmosfl.core.constraints import check_parameters
 from cosmosfl.core.distill import CONSISTENCY_TARGETS
 from cosmosfl.data.sources import DATASET_NAMES
+from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.model_spec import parse_models
 from cosmosfl.learners.torch import NEIGHBOUR_BN, PRECISIONS
-
-
-class ConfigError(ValueError):
-    """A user-facing configuration mistake (no traceback needed)."""
+from cosmosfl.models.registry import IMAGE_SIZE_RANGE
 
 
 @dataclass
 class DataConfig:
-    # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet
-    # or a path to an .npz file
+    # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet,
+    # or a path: an .npz file (images or feature vectors), a CSV / Parquet table, or a folder
+    # of images with one subfolder per class. Relative paths are also looked up in data_dir.
     dataset: str = "digits"
-    data_dir: str | None = None  # folder of .npz files (or env COSMOSFL_DATA_DIR)
+    data_dir: str | None = None  # folder of data files (or env COSMOSFL_DATA_DIR)
+    # Tables: the label column (null: the last column), and what to do with missing feature
+    # values: "refuse" (an error naming the columns) or "impute" (U's mean, after scaling).
+    label_column: str | None = None
+    missing: str = "refuse"
+    # Files without a test split (tables, image folders): this stratified fraction of the rows
+    # becomes the test set, drawn with a fixed seed (the split belongs to the data, not a run).
+    test_fraction: float = 0.2
+    image_size: int = 32  # image folders: every image is resized to this square size (8-64)
     download: bool = False  # allow torchvision downloads when the data is not found locally
     partition: str = "paper"  # paper | dirichlet | pathological | iid
     num_clients: int = 10
@@ -55,10 +65,14 @@ class DataConfig:
 
 @dataclass
 class ClientsConfig:
-    # Client architectures: {name: fraction} (interleaved across ids) or a list, one per client.
-    # Names: the model registry (mlp, cnn, alexnet, resnet18, mobilenetv2, squeezenet, vgg16)
-    # or scikit-learn estimators (logistic_regression, random_forest).
-    models: dict[str, float] | list[str] = field(default_factory=lambda: {"mlp": 1.0})
+    # Client models: {name: fraction} (interleaved across ids), {name: {weight: fraction,
+    # **arguments}}, or a list with one name (or {name: {arguments}}) per client. Names: the
+    # model registry (mlp, cnn, alexnet, resnet18, mobilenetv2, squeezenet, vgg16, ...), short
+    # names (logistic_regression, random_forest, knn, hist_gradient_boosting, xgboost,
+    # lightgbm), or any class / factory by import path (experiment/model_spec.py).
+    models: dict[str, float | dict[str, Any]] | list[str | dict[str, dict[str, Any]]] = field(
+        default_factory=lambda: {"mlp": 1.0}
+    )
     width: float = 1.0  # channel-width multiplier of torch models
     batch_size: int = 32
     lr: float = 1e-3  # Adam on true labels
@@ -390,12 +404,32 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
         "allowed: cpu, cuda, mps, auto",
     )
     d = cfg.data
-    known = d.dataset.lower().replace("-", "_") in DATASET_NAMES
     need(
-        known or d.dataset.endswith(".npz"),
+        _dataset_named(d.dataset, d.data_dir),
         "data.dataset",
         d.dataset,
-        f"allowed: {', '.join(DATASET_NAMES)}, or a path to an .npz file",
+        f"allowed: {', '.join(DATASET_NAMES)}, or a path to an .npz file, a table "
+        f"({', '.join(TABLE_SUFFIXES)}) or a folder of images",
+    )
+    need(
+        d.missing in MISSING_POLICIES,
+        "data.missing",
+        d.missing,
+        f"allowed: {', '.join(MISSING_POLICIES)}",
+    )
+    need(
+        0 < d.test_fraction < 1,
+        "data.test_fraction",
+        d.test_fraction,
+        "use a fraction in (0, 1), e.g. 0.2",
+    )
+    lo, hi = IMAGE_SIZE_RANGE
+    need(lo <= d.image_size <= hi, "data.image_size", d.image_size, f"use {lo}-{hi} px")
+    need(
+        d.label_column is None or d.label_column.strip() != "",
+        "data.label_column",
+        d.label_column,
+        "use a column name, or null for the last column",
     )
     need(d.num_clients >= 1, "data.num_clients", d.num_clients, "use an integer >= 1")
     need(
@@ -456,11 +490,27 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
         )
     else:
         need(
-            bool(c.models) and all(0 < v < math.inf for v in c.models.values()),
+            bool(c.models),
             "clients.models",
             c.models,
             "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",
         )
+    parse_models(c.models)  # names importable, arguments accepted, weights positive
+
+
+def _dataset_named(dataset: str, data_dir: str | None) -> bool:
+    """Whether `dataset` names a known dataset or looks like a path to data (a known suffix,
+    a path separator, or a folder that exists); a misspelt name then fails at load time."""
+    key = dataset.strip()
+    if not key:
+        return False
+    if key.lower().replace("-", "_") in DATASET_NAMES:
+        return True
+    if key.lower().endswith((".npz", *TABLE_SUFFIXES)) or "/" in key or os.sep in key:
+        return True
+    return Path(key).expanduser().is_dir() or (
+        data_dir is not None and (Path(data_dir).expanduser() / key).is_dir()
+    )
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

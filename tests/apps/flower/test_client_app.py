@@ -8,7 +8,6 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
 
 from cosmosfl.apps.flower import client_app
-from cosmosfl.data import sources
 from cosmosfl.experiment import build
 from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import load_config
@@ -21,7 +20,7 @@ def test_a_node_prepares_only_its_own_partition_and_U(tmp_path, monkeypatch) -> 
     full = build_experiment(cfg)
     prepared: list[int] = []
     built: list[int] = []
-    real_prepare, real_client = sources.prepare_images, build.Client
+    real_prepare, real_client = build.prepare_images, build.Client
 
     def spy_prepare(x, mean, std):  # type: ignore[no-untyped-def]
         prepared.append(len(x))
