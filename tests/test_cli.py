@@ -112,3 +112,28 @@ def test_overrides_may_follow_options(capsys, request, monkeypatch):
     with pytest.raises(SystemExit):
         main(["show-config", "--bogus"])
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_learner_warnings_are_one_line_each(capsys, tmp_path, monkeypatch):
+    from cosmosfl.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(
+        [
+            "run",
+            "--out",
+            str(tmp_path / "knn"),
+            "rounds=1",
+            "threads=1",
+            "data.num_clients=4",
+            "data.num_groups=2",
+            "clients.models={knn: 0.5, mlp: 0.5}",
+            "algorithm.name=comet",
+            "algorithm.pretrain_epochs=1",
+            "algorithm.distill_epochs=1",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "cosmosfl: warning: KNeighborsClassifier ignores sample weights" in err
+    assert "UserWarning" not in err and "self._refit" not in err  # no Python source lines

@@ -475,8 +475,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
 
 @contextmanager
 def deprecations_shown() -> Iterator[None]:
-    """Show cosmosfl's DeprecationWarnings (a deprecated config key the user wrote) as one
-    `cosmosfl: warning:` line each; Python hides them outside __main__ by default."""
+    """Show cosmosfl's warnings as one `cosmosfl: warning:` line each, without Python's source
+    line: DeprecationWarnings (a deprecated config key the user wrote; Python hides them
+    outside __main__ by default) and UserWarnings (e.g. a learner that ignores sample weights,
+    a refit kept out as diverged)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("default", category=DeprecationWarning, module=r"cosmosfl(\.|$)")
         show = warnings.showwarning
@@ -489,7 +491,7 @@ def deprecations_shown() -> Iterator[None]:
             file: Any = None,
             line: str | None = None,
         ) -> None:
-            if issubclass(category, DeprecationWarning) and "cosmosfl" in filename:
+            if issubclass(category, DeprecationWarning | UserWarning) and "cosmosfl" in filename:
                 print(f"cosmosfl: warning: {message}", file=sys.stderr)
             else:
                 show(message, category, filename, lineno, file, line)
