@@ -85,6 +85,30 @@ def test_own_model_tutorial(tmp_path, monkeypatch, capsys):
     assert check_learner(lambda seed: ns["NumpySoftmax"](10, seed=seed), x, y).passed == ALL_CHECKS
 
 
+# -- tabular data with mixed frameworks ---------------------------------------------------------
+def test_tabular_tutorial(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("xgboost", reason="the tabular tutorial needs `pip install .[xgboost]`")
+    pytest.importorskip("lightgbm", reason="the tabular tutorial needs `pip install .[lightgbm]`")
+    # Its commands name a preset and a table in --data-dir: each resolves to a valid config.
+    for line in commands("tabular.md"):
+        argv = shlex.split(line)
+        assert argv[:2] == ["cosmosfl", "run"], line
+        code, out, err = cosmosfl_in_process(
+            " ".join(["cosmosfl", "show-config", *argv[2:]]), capsys
+        )
+        assert code == 0, (line, err)
+        assert "satellite" in out
+    monkeypatch.chdir(tmp_path)
+    ns = run_python("tabular.md")
+    assert ns["ds"].kind == "vectors" and ns["ds"].x_train.shape[1] == 64
+    kinds = {type(c.learner).__name__ for c in ns["clients"]}
+    assert kinds == {"TorchLearner", "SklearnLearner", "XGBoostLearner", "LightGBMLearner"}
+    result = ns["result"]
+    assert len(result.records) == 2 and set(result.clusters) == set(range(10))
+    # Digits' ten classes in five groups of two: the cluster models are far above chance.
+    assert result.mean_accuracy() > 0.6 and result.mean_accuracy("client_model") > 0.6
+
+
 # -- reproduce the paper on a GPU ----------------------------------------------------------------
 def synthetic_cifar10(folder: Path) -> Path:
     """A stand-in for cifar10.npz with CIFAR-10's shapes: 600 training and 250 test images."""
