@@ -52,13 +52,14 @@ def gains(
     for seed, (summary, record) in sorted(runs[algorithm].items()):
         if seed not in runs["local"]:
             continue
-        _, base = runs["local"][seed]
+        base_summary, base = runs["local"][seed]
+        base_acc = base["accuracy"][base_summary["reported_model"]]
         mine = record["accuracy"].get(model)
         if mine is None:
             continue
         kinds = summary["client_models"]
         for cid, acc in mine.items():
-            reference = base["accuracy"]["local"].get(cid)
+            reference = base_acc.get(cid)
             if reference is None:
                 continue
             kind = str(kinds[str(cid)])
