@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
-IMAGE_SIZE_RANGE = (8, 64)  # the model zoo's supported input sizes
 _GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "F"})  # plus every "I;16..." variant
 
 
@@ -105,6 +104,10 @@ def read_image_folder(
     image is resized with BICUBIC to S x S without keeping the aspect ratio, and converted to RGB
     (C=3), or to grayscale (C=1) when every image in the tree has a grayscale mode.
     """
+    # The model zoo's input sizes, defined once by the registry (imported here on use: it
+    # brings torch, which only reading a folder of images needs to know about).
+    from cosmosfl.models.registry import IMAGE_SIZE_RANGE
+
     lo, hi = IMAGE_SIZE_RANGE
     if type(image_size) is not int or not lo <= image_size <= hi:  # type(): refuse bools too
         raise ValueError(f"image_size must be an int in [{lo}, {hi}], got {image_size!r}")
