@@ -39,3 +39,27 @@ def shared_data_dir() -> Path:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+# -- sites that bring their own files (examples/sites/make_sites.py, the tutorial's) -----------
+SMALL_SITES = ["rounds=2", "threads=1", "algorithm.pretrain_epochs=2", "algorithm.local_epochs=1"]
+SITE_NAMES = ("hospital-a", "hospital-b", "clinic-c")
+
+
+@pytest.fixture
+def sites_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example federation (a logistic regression, a torch mlp and a random forest
+    site; U in public.csv; the run config run.yaml), written into tmp_path/org, which becomes
+    the working directory (the config names its files relative to it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_sites", REPO / "examples" / "sites" / "make_sites.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    root = tmp_path / "org"
+    module.write(root, models=["logistic_regression", "mlp", "random_forest"], scale=0.5)
+    monkeypatch.chdir(root)
+    return root

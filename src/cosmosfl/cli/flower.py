@@ -48,6 +48,14 @@ def add_parser(sub: Any, add_config_args: Any) -> None:
         "local", help="SuperLink + SuperNodes on 127.0.0.1: run, then stop them all"
     )
     add_config_args(local)
+    local.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a site file; one SuperNode serves each, in order (site mode: default the "
+        "config's sites.files)",
+    )
     local.add_argument("--out", "-o", required=True, help="run directory")
     local.add_argument("--force", action="store_true", help="overwrite a finished run directory")
     local.add_argument(
@@ -103,17 +111,27 @@ def _run_config(args: argparse.Namespace, out: str) -> dict[str, Any]:
 
 def _app(args: argparse.Namespace, cfg: Any) -> int:
     from cosmosfl.apps.flower.app import write_app
+    from cosmosfl.experiment.sites import shared_config
 
-    path = write_app(args.dir, cfg, **_run_config(args, args.out))
+    shared = shared_config(cfg)  # sites: U's hash and the label set in, no site's file
+    path = write_app(args.dir, shared, **_run_config(args, args.out))
     print(f"wrote {path}")
+    if shared.sites.public is not None:
+        print(
+            f"sites: U = {shared.sites.public} (sha256 {shared.sites.public_sha256}), "
+            f"{shared.data.num_clients} sites; start each SuperNode with --node-config "
+            "'partition-id=<id> site=\"/path/to/site.yaml\"'"
+        )
     print(f"run it with: flwr run {args.dir} <superlink connection>  (see docs/flower.md)")
     return 0
 
 
 def _simulate(args: argparse.Namespace, cfg: Any) -> int:
     from cosmosfl.apps.flower.simulation_runtime import simulate_on_flower
+    from cosmosfl.experiment.sites import shared_config
 
     _refuse_finished(Path(args.out), args.force)
+    cfg = shared_config(cfg, keep_files=True)  # simulated nodes read the config's site files
     summary = simulate_on_flower(cfg, args.out, force=args.force, num_cpus=args.num_cpus)
     _print_summary(summary, args.out)
     return 0
@@ -127,7 +145,13 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
 
     out = Path(args.out).resolve()
     _refuse_finished(out, args.force)
+    cfg, node_configs = _local_sites(cfg, args.site)
     nodes = args.supernodes or cfg.data.num_clients
+    if node_configs and nodes != len(node_configs):
+        raise ConfigError(
+            f"--supernodes {nodes}: with sites, one SuperNode serves each site "
+            f"({len(node_configs)}); leave --supernodes out"
+        )
     if nodes < 1:
         raise ConfigError(f"--supernodes must be >= 1, got {nodes}")
     if args.supernode_auth and not args.tls:
@@ -145,7 +169,13 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
         shown = max(shown, len(lines))
 
     start = time.perf_counter()
-    deployment = LocalDeployment(work, nodes, tls=args.tls, supernode_auth=args.supernode_auth)
+    deployment = LocalDeployment(
+        work,
+        nodes,
+        tls=args.tls,
+        supernode_auth=args.supernode_auth,
+        node_configs=node_configs or None,
+    )
     try:
         deployment.start()
         run_id = deployment.submit(app_dir)
@@ -163,6 +193,28 @@ def _local(args: argparse.Namespace, cfg: Any) -> int:
         return 1
     _print_summary(read_summary(out), str(out))
     return 0
+
+
+def _local_sites(cfg: Any, files: list[str]) -> tuple[Any, list[dict[str, Any]]]:
+    """Site mode on one machine: the run config the nodes share (no site files in it) and
+    each SuperNode's node config naming its site file; the partition mode as it is."""
+    import dataclasses
+
+    from cosmosfl.experiment.sites import config_path, shared_config
+
+    if files and cfg.sites.public is None:
+        raise ConfigError("--site needs a config with sites.public (the public set U)")
+    if cfg.sites.public is None:
+        return cfg, []
+    if files:
+        sites = dataclasses.replace(cfg.sites, files=list(files))
+        data = dataclasses.replace(cfg.data, num_clients=len(files))
+        cfg = dataclasses.replace(cfg, sites=sites, data=data)
+    if not cfg.sites.files:
+        raise ConfigError("site mode on one machine needs the sites: --site FILE, once per site")
+    paths = [config_path(cfg, f).resolve() for f in cfg.sites.files]
+    shared = shared_config(cfg)
+    return shared, [{"site": str(p)} for p in paths]
 
 
 def _refuse_finished(out: Path, force: bool) -> None:
@@ -187,6 +239,8 @@ def _print_summary(summary: dict[str, Any], out: str) -> None:
         print(f"  {model:<14} top1 {acc:.4f}{tag}")
     if "clusters" in summary:
         print(f"  clusters: K={summary['K']}")
+    for cid, reason in (summary.get("clients_refused") or {}).items():
+        print(f"  client {cid} refused to join: {reason}")
     print(
         f"  {summary['seconds_per_round']:.1f} s per round, "
         f"{summary.get('round_trips_per_round', 0):.0f} round trips per round; run directory: {out}"

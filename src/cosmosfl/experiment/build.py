@@ -51,12 +51,30 @@ class Experiment:
     """Everything a run needs, built from a config (and inspectable before running)."""
 
     config: ExperimentConfig
-    dataset: Dataset
-    partition: Partition
+    dataset: Dataset | None  # None: sites with their own files (experiment/sites.py)
+    partition: Partition | None  # None: sites, no partition and no true class groups
     clients: list[Client]
     public_x: np.ndarray
     algorithm: Algorithm | Centralized  # a protocol algorithm, or a reference run
     client_models: list[str]
+    labels: tuple[str, ...] = ()  # sites: the run's label set (else the dataset's classes)
+    name: str = ""  # sites: what reports call the data (else the dataset's name)
+
+    @property
+    def data_name(self) -> str:
+        return self.dataset.name if self.dataset is not None else self.name
+
+    @property
+    def num_classes(self) -> int:
+        return self.dataset.num_classes if self.dataset is not None else len(self.labels)
+
+    @property
+    def client_ids(self) -> list[int]:
+        """Every client of the run: those built here, or (sites, on a server that builds
+        none) the config's ids."""
+        if self.dataset is None and not self.clients:
+            return list(range(self.config.data.num_clients))
+        return [c.id for c in self.clients]
 
 
 def client_model_specs(models: Any, num_clients: int) -> list[ModelSpec]:
@@ -187,7 +205,7 @@ def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
     }
 
 
-def server_learner_factory(cfg: ExperimentConfig, dataset: Dataset) -> Any:
+def server_learner_factory(cfg: ExperimentConfig, natural: bool) -> Any:
     """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
     (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
     a = cfg.algorithm
@@ -196,7 +214,7 @@ def server_learner_factory(cfg: ExperimentConfig, dataset: Dataset) -> Any:
         width=a["server_width"],
         batch_size=a["server_batch_size"],
         distill_lr=a["server_lr"],
-        augmentation=default_augmentation(dataset.natural),
+        augmentation=default_augmentation(natural),
         device=cfg.device,
         head_init=a["server_head_init"],
         **_shared_learner_options(cfg),
@@ -242,6 +260,10 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     initial client models. `clients` (ids) builds only those clients, each exactly as in the
     full build: a Flower node prepares its own partition and U, never another client's data.
     """
+    if cfg.sites.public is not None:
+        from cosmosfl.experiment.sites import build_sites_experiment
+
+        return build_sites_experiment(cfg, clients)
     d = cfg.data
     wanted = list(range(d.num_clients)) if clients is None else sorted(set(clients))
     outside = [c for c in wanted if not 0 <= c < d.num_clients]
@@ -303,15 +325,26 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
                 validation=train_part(va) if len(va) else None,
             )
         )
+    probe = (
+        public_probe(dataset.y_train[part.public], part) if part.class_groups is not None else None
+    )
+    algorithm = make_algorithm(cfg, natural=bool(dataset.natural), public_probe=probe)
+    return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
+
+
+def make_algorithm(
+    cfg: ExperimentConfig, *, natural: bool, public_probe: Callable[..., Any] | None = None
+) -> Algorithm | Centralized:
+    """The config's algorithm (or reference run) with its settings, server models built for
+    the data (`natural`: photos, whose flips keep labels), and the optional U probe."""
     options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
     cls = settings_class(cfg.algorithm["name"])
     fields = set(getattr(cls, "__dataclass_fields__", {}))
     if {"server_learner", "server_model"} <= fields:
-        options["server_learner"] = server_learner_factory(cfg, dataset)
-    if "public_probe" in fields and part.class_groups is not None:
-        options["public_probe"] = public_probe(dataset.y_train[part.public], part)
-    algorithm = cls(**options)
-    return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
+        options["server_learner"] = server_learner_factory(cfg, natural)
+    if "public_probe" in fields and public_probe is not None:
+        options["public_probe"] = public_probe
+    return cls(**options)
 
 
 def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

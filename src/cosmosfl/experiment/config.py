@@ -94,6 +94,18 @@ class ClientsConfig:
 
 
 @dataclass
+class SitesConfig:
+    # Sites that bring their own data and models (experiment/sites.py, docs/tutorials/
+    # organisations.md): set `public` and each site reads its own file, named in its site file.
+    # Unset (the default): every party's data comes from data.dataset and the partition seed.
+    public: str | None = None  # U, a table or .npz every party holds (relative: cwd, data_dir)
+    public_sha256: str | None = None  # U's SHA-256: a party holding another U is refused
+    labels: list[str] | None = None  # the label set, class names with ids by position
+    label_column: str | None = None  # the sites' label column (a site file may name its own)
+    files: list[str] = field(default_factory=list)  # site files, id = position (in-process)
+
+
+@dataclass
 class TrackingConfig:
     # Experiment tracking (experiment/tracking.py), off by default. Where a run is logged is
     # not what it computes: this section is left out of an experiment's identity (NOT_IDENTITY).
@@ -117,10 +129,14 @@ class ExperimentConfig:
     clients: ClientsConfig = field(default_factory=ClientsConfig)
     algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
+    sites: SitesConfig = field(default_factory=SitesConfig)  # sites with their own files
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.sites == SitesConfig():  # the partition mode: configs read as before sites
+            del out["sites"]
+        return out
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
@@ -318,7 +334,7 @@ RUN_SETTINGS = (
     "min_participation",
     "max_payload_bytes",
 )
-TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking")
+TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking", "sites")
 # Sections that say where a run is logged, not what it computes: a finished run whose config
 # differs only here is the same experiment (compare/sweep skip it) and can be resumed.
 NOT_IDENTITY = ("tracking",)
@@ -364,6 +380,15 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     top.data = _build(DataConfig, raw.get("data"), "data")
     top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
+    top.sites = _build(SitesConfig, raw.get("sites"), "sites")
+    if top.sites.files:  # one client per site file
+        given = (raw.get("data") or {}).get("num_clients")
+        if given is not None and given != len(top.sites.files):
+            raise ConfigError(
+                f"data.num_clients = {given} and sites.files lists {len(top.sites.files)} "
+                "sites; leave num_clients out (it follows the files)"
+            )
+        top.data.num_clients = len(top.sites.files)
     if isinstance(top.clients.models, dict):
         # By name, as a mapping read from a file already is (apply_overrides round-trips it
         # through sorted YAML): the same mix then gives the same clients whether it came from a
@@ -496,6 +521,39 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
             "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",
         )
     parse_models(c.models)  # names importable, arguments accepted, weights positive
+    _check_sites(cfg)
+
+
+def _check_sites(cfg: ExperimentConfig) -> None:
+    s = cfg.sites
+    if s.public is None:
+        if s != SitesConfig():
+            raise ConfigError(
+                "sites: set sites.public (the public set U every party holds) to run sites "
+                "with their own files, or remove the sites section"
+            )
+        return
+    if s.public_sha256 is not None and not (
+        len(s.public_sha256) == 64 and all(ch in "0123456789abcdefABCDEF" for ch in s.public_sha256)
+    ):
+        raise ConfigError(
+            f"sites.public_sha256 = {s.public_sha256!r} is not a SHA-256 (64 hex digits); "
+            "`sha256sum FILE` prints it, `cosmosfl flower app` fills it in"
+        )
+    if s.labels is not None:
+        names = [str(v) for v in s.labels]
+        if len(names) < 2 or len(set(names)) != len(names):
+            raise ConfigError(
+                f"sites.labels = {s.labels!r}: give the class names, at least 2, each once "
+                "(ids follow their order)"
+            )
+    cls = ALGORITHMS.get(cfg.algorithm["name"])
+    if cls is None or not cls.model_agnostic:
+        allowed = sorted(n for n, c in ALGORITHMS.items() if c.model_agnostic)
+        raise ConfigError(
+            f"algorithm {cfg.algorithm['name']} cannot run on sites with their own models "
+            f"and files (it needs shared parameters or pooled data); use one of {allowed}"
+        )
 
 
 def _dataset_named(dataset: str, data_dir: str | None) -> bool:

@@ -146,7 +146,10 @@ def _execute(
         torch.set_num_threads(cfg.threads)
     if tracker is None:  # a missing tracking package fails here, before any work
         tracker = make_tracker(cfg.tracking, default_run_name(cfg, run_dir and run_dir.path))
-    exp = build_experiment(cfg)  # everything is validated before the run directory is touched
+    # Everything is validated before the run directory is touched. Sites on another engine
+    # (Flower) build their own clients: the server opens no site's file, only U.
+    remote_sites = engine is not None and cfg.sites.public is not None
+    exp = build_experiment(cfg, clients=[] if remote_sites else None)
     if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
         raise CheckpointError(
             f"{cfg.algorithm['name']} is a reference run without checkpoints; rerun it"
@@ -159,8 +162,9 @@ def _execute(
         run_dir.prepare(cfg, force=force)
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     reporter.log(
-        f"{cfg.algorithm['name']} on {exp.dataset.name}: {len(exp.clients)} clients "
-        f"({', '.join(sorted(set(exp.client_models)))}), |U| = {len(exp.public_x)}, "
+        f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
+        f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
+        f"|U| = {len(exp.public_x)}, "
         f"{cfg.rounds} rounds, seed {cfg.seed}"
     )
     torch.manual_seed(cfg.seed)
@@ -196,17 +200,22 @@ def _run_and_summarize(
         result = exp.algorithm.run(exp, cfg.rounds, reporter, on_record=on_record)
     meta = {
         "seed": cfg.seed,
-        "dataset": exp.dataset.name,
-        "num_clients": len(exp.clients),
-        "client_models": {str(i): n for i, n in enumerate(exp.client_models)},
+        "dataset": exp.data_name,
+        "num_clients": len(exp.client_ids),
+        "client_models": {
+            str(c.id): n for c, n in zip(exp.clients, exp.client_models, strict=True)
+        },
         "client_parameters": {str(c.id): _parameter_count(c.learner) for c in exp.clients},
         "public_size": len(exp.public_x),
-        "num_classes": exp.dataset.num_classes,
-        "partition": cfg.data.partition,
-        "alpha": cfg.data.alpha,
+        "num_classes": exp.num_classes,
+        **(
+            {"partition": cfg.data.partition, "alpha": cfg.data.alpha}
+            if exp.partition is not None
+            else {"partition": "sites", "labels": list(exp.labels)}
+        ),
     }
     summary = summarize(result, meta, wall_seconds=time.perf_counter() - start)
-    if result.clusters is not None:
+    if result.clusters is not None and exp.partition is not None:
         summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
     if run_dir is not None:
         run_dir.finish(summary)

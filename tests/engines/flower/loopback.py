@@ -16,7 +16,13 @@ NODE_BASE = 1000
 
 
 class LoopbackGrid(Grid):
-    def __init__(self, client_app: ClientApp, num_nodes: int) -> None:
+    def __init__(
+        self,
+        client_app: ClientApp,
+        num_nodes: int,
+        node_configs: list[dict[str, object]] | None = None,
+    ) -> None:
+        """`node_configs`: more node-config keys for node i (e.g. the `site` it serves)."""
         # What Flower's runtimes set before a ServerApp creates messages.
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
         self.client_app = client_app
@@ -24,7 +30,11 @@ class LoopbackGrid(Grid):
             NODE_BASE + i: Context(
                 run_id=1,
                 node_id=NODE_BASE + i,
-                node_config={"partition-id": i, "num-partitions": num_nodes},
+                node_config={
+                    "partition-id": i,
+                    "num-partitions": num_nodes,
+                    **(node_configs[i] if node_configs else {}),
+                },
                 state=RecordDict(),
                 run_config={},
             )

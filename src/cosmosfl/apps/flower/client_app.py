@@ -16,11 +16,12 @@ import functools
 import hashlib
 import io
 import os
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -31,10 +32,15 @@ from cosmosfl import __version__
 from cosmosfl.apps.flower.settings import AppSettings, partition_id
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
+from cosmosfl.data.errors import DatasetFormatError, DatasetNotFoundError
 from cosmosfl.engines.flower import codec
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import build_model
+
+if TYPE_CHECKING:
+    from cosmosfl.experiment.sites import Site
 
 STATE_KEY = "cosmosfl.learner"
 
@@ -49,25 +55,33 @@ ClientHook = Callable[[Client, codec.Item], None]
 
 
 def load_client(
-    settings: AppSettings, pid: int, cache_dir: str | None = None, run_id: int | None = None
+    settings: AppSettings,
+    pid: int,
+    cache_dir: str | None = None,
+    run_id: int | None = None,
+    node_config: Mapping[str, Any] | None = None,
 ) -> tuple[Client, Any]:
     """(the client for partition `pid`, its learner's initial state).
 
-    Cached in the process (the simulation runtime reuses processes) and on the node's disk
-    (the deployment runtime starts a process per message: rebuilding every client from the
-    dataset each time would cost seconds).
+    Partition mode: built from the config's dataset and seed. Site mode (`sites.public` in the
+    config): built from the site the node config names (`site=<file>` or the keys inline; in a
+    simulation, the config's `sites.files[pid]`), checked against the run's U and label set
+    (SiteRefusedError, PublicSetError). Cached in the process (the simulation runtime reuses
+    processes) and on the node's disk (the deployment runtime starts a process per message:
+    rebuilding every client from its data each time would cost seconds).
     """
+    cfg = settings.experiment_config()
+    site = _node_site(cfg, pid, node_config or {})
     # Per run: a client object that served one run keeps more than its learner's state (a
     # reused one made a later run with the same config differ from a fresh one), so a new
     # run in the same process starts from the disk cache's fresh copy.
-    key = (run_id, settings.config_text, pid)
+    key = (run_id, settings.config_text + _site_key(site), pid)
     if key in _CLIENTS:
         return _CLIENTS[key]
-    cfg = settings.experiment_config()
     _HANDLERS.setdefault(settings.config_text, _algorithm_handlers(cfg.algorithm["name"]))
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    path = _cache_file(settings.config_text, pid, cache_dir)
+    path = _cache_file(settings.config_text + _site_key(site), pid, cache_dir)
     if path.is_file():
         # Written by this app on this node, in a directory only this user can write, by the
         # same cosmosfl source (the key says so); anything unreadable is rebuilt.
@@ -77,21 +91,72 @@ def load_client(
             return _CLIENTS[key]
         except Exception:  # a damaged or foreign cache entry is only a miss
             path.unlink(missing_ok=True)
-    from cosmosfl.experiment.build import build_experiment
-
     if not 0 <= pid < cfg.data.num_clients:
         ids = list(range(cfg.data.num_clients))
         raise ValueError(f"partition-id {pid} is not a client of this config (ids {ids})")
-    # Only this node's partition: its private data, its test split and U, nobody else's.
-    exp = build_experiment(cfg, clients=[pid])
-    client = exp.clients[0]
-    client.public_x = exp.public_x
+    if site is not None:
+        client = _site_client(cfg, site, pid)
+    else:
+        from cosmosfl.experiment.build import build_experiment
+
+        # Only this node's partition: its private data, its test split and U, nobody else's.
+        exp = build_experiment(cfg, clients=[pid])
+        client = exp.clients[0]
+        client.public_x = exp.public_x
     initial = client.get_state()
     _CLIENTS[key] = (client, initial)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     torch.save({"client": client, "initial": initial}, tmp)
     os.replace(tmp, path)
     return client, initial
+
+
+def _node_site(cfg: Any, pid: int, node_config: Mapping[str, Any]) -> Site | None:
+    """The site this node serves in site mode (None in the partition mode)."""
+    from cosmosfl.experiment.sites import config_sites, site_from_node_config
+
+    if cfg.sites.public is None:
+        return None
+    site = site_from_node_config({**node_config, "partition-id": pid})
+    if site is not None:
+        return site
+    if cfg.sites.files:  # a simulation on one machine: the config lists every site
+        return config_sites(cfg)[pid]
+    raise ConfigError(
+        "this run's sites bring their own data, and this SuperNode names no site: start it "
+        "with --node-config 'site=/path/to/site.yaml' (docs/tutorials/organisations.md)"
+    )
+
+
+def _site_client(cfg: Any, site: Site, pid: int) -> Client:
+    """The site's client: its own file, its model, its copy of U checked against the run's."""
+    from cosmosfl.data.public import load_public
+    from cosmosfl.experiment.sites import build_site_client, public_path
+
+    if not cfg.sites.labels:
+        raise ConfigError("a run of sites needs its label set: sites.labels in the run config")
+    public = load_public(
+        site.public or public_path(cfg),
+        sha256=cfg.sites.public_sha256,
+        label_column=cfg.sites.label_column,
+        missing=cfg.data.missing,
+        who=f"site {pid}",
+    )
+    client, _ = build_site_client(cfg, site, pid, public, tuple(map(str, cfg.sites.labels)))
+    client.site_model = site.model.name  # type: ignore[attr-defined]
+    return client
+
+
+def _site_key(site: Site | None) -> str:
+    """What makes a site's cached client stale: its settings and its files' sizes and times."""
+    if site is None:
+        return ""
+    stamp = [
+        f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" if p.is_file() else str(p)
+        for p in (site.data, site.public)
+        if p is not None
+    ]
+    return f"\nsite {site!r} {stamp}"
 
 
 def _algorithm_handlers(name: str) -> ClientHandlers:
@@ -170,6 +235,27 @@ def serve(client: Client, item: codec.Item) -> codec.ItemReply:
     return codec.ItemReply(kind, reply, time.perf_counter() - start)
 
 
+def _hello(settings: AppSettings, pid: int, context: Context) -> dict[str, str]:
+    """A site's answer to discovery: it builds its client now (so that a different U or a
+    label outside the run's set refuses it before any training, with the reason) and names
+    its model; the partition mode answers with its id only."""
+    if not settings.experiment_config().sites.public:
+        return {}
+    cache = context.node_config.get("cache-dir")
+    try:
+        client, _ = load_client(
+            settings,
+            pid,
+            str(cache) if cache else None,
+            run_id=context.run_id,
+            node_config=context.node_config,
+        )
+    except (ConfigError, DatasetFormatError, DatasetNotFoundError, ValueError) as err:
+        print(f"cosmosfl: site {pid} refuses to join: {err}", file=sys.stderr, flush=True)
+        return {"refused": str(err)}
+    return {"model": str(getattr(client, "site_model", ""))}
+
+
 ClientFactory = Callable[[Context], Client]
 """Builds this node's client (learner, private data, test split, `public_x` = U) from the
 Flower context, e.g. from files named in `context.node_config`."""
@@ -206,22 +292,28 @@ def make_client_app(
         pid = partition_id(context.node_config)
         batch = codec.decode_batch(msg.content)
         replies = []
-        if batch.items:  # an empty batch is the server's discovery: it only needs `pid`
-            if client_factory is not None:
-                client, initial = own_client(context, pid)
-            else:
-                cache = context.node_config.get("cache-dir")
-                client, initial = load_client(
-                    settings, pid, str(cache) if cache else None, run_id=context.run_id
-                )
-            client.handlers = run_handlers(settings)
-            saved = load_state(context.state)
-            client.set_state(copy.deepcopy(initial) if saved is None else saved)
-            for item in batch.items:
-                if hook is not None:
-                    hook(client, item)
-                replies.append(serve(client, item))
-            save_state(context.state, client.get_state())
+        if not batch.items:  # the server's discovery: it needs `pid` (and a site's model)
+            hello = {} if client_factory is not None else _hello(settings, pid, context)
+            return Message(codec.encode_replies(pid, [], hello), reply_to=msg)
+        if client_factory is not None:
+            client, initial = own_client(context, pid)
+        else:
+            cache = context.node_config.get("cache-dir")
+            client, initial = load_client(
+                settings,
+                pid,
+                str(cache) if cache else None,
+                run_id=context.run_id,
+                node_config=context.node_config,
+            )
+        client.handlers = run_handlers(settings)
+        saved = load_state(context.state)
+        client.set_state(copy.deepcopy(initial) if saved is None else saved)
+        for item in batch.items:
+            if hook is not None:
+                hook(client, item)
+            replies.append(serve(client, item))
+        save_state(context.state, client.get_state())
         return Message(codec.encode_replies(pid, replies), reply_to=msg)
 
     return app

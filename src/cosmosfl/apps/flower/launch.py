@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,19 +90,26 @@ class LocalDeployment:
         tls: bool = False,
         supernode_auth: bool = False,
         network: PrivateNetwork | None = None,
+        node_configs: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """`tls`: certificates from `certs.write_tls_certificates` secure every connection to
         the SuperLink; `supernode_auth` (needs `tls`): only SuperNodes whose public keys were
         registered with `flwr supernode register` may connect. `network` (netns.py, hosts
         "superlink" and "supernode-0", ...): the SuperLink and the `flwr` CLI run in the
         "superlink" namespace, SuperNode i in "supernode-i"; they reach each other only over
-        the network's addresses."""
+        the network's addresses. `node_configs`: more node-config keys for SuperNode i (e.g.
+        `site`, the site file it serves)."""
         if supernode_auth and not tls:
             raise ValueError("SuperNode authentication needs TLS (tls=True)")
         if num_supernodes < 1:
             raise ValueError(f"num_supernodes must be >= 1, got {num_supernodes}")
         self.work = Path(work_dir).resolve()
         self.num_supernodes = num_supernodes
+        self.node_configs = [dict(c) for c in node_configs or []]
+        if self.node_configs and len(self.node_configs) != num_supernodes:
+            raise ValueError(
+                f"{len(self.node_configs)} node configs for {num_supernodes} SuperNodes"
+            )
         self.log = log
         self.startup_timeout = startup_timeout
         self.flwr_home = self.work / "flwr-home"
@@ -223,7 +230,13 @@ class LocalDeployment:
             "--superlink",
             f"{self.link_address}:{self.port}",
             "--node-config",
-            f"partition-id={partition_id} num-partitions={self.num_supernodes}",
+            node_config_text(
+                {
+                    "partition-id": partition_id,
+                    "num-partitions": self.num_supernodes,
+                    **(self.node_configs[partition_id] if self.node_configs else {}),
+                }
+            ),
             "--port",
             str(free_port()),
         ]
@@ -349,6 +362,19 @@ class LocalDeployment:
                 on_poll()
             time.sleep(poll)
         raise TimeoutError(f"run {run_id} did not finish within {timeout:.0f} s")
+
+
+def node_config_text(config: Mapping[str, Any]) -> str:
+    """A SuperNode's `--node-config` value: `key=value` pairs, text quoted as TOML strings."""
+    parts = []
+    for key, value in config.items():
+        if isinstance(value, str):
+            if '"' in value:
+                raise ValueError(f"node config {key}: {value!r} holds a quote, which Flower splits")
+            parts.append(f'{key}="{value.replace(chr(92), chr(92) * 2)}"')  # TOML string
+        else:
+            parts.append(f"{key}={value}")
+    return " ".join(parts)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -75,8 +75,8 @@ def run_on_grid(
         fed = FlowerFederation(
             grid,
             exp.public_x,
-            exp.dataset.num_classes,
-            expected_clients=[c.id for c in exp.clients],
+            exp.num_classes,
+            expected_clients=exp.client_ids,
             seed=cfg.seed,
             device=cfg.device,
             reporter=rep,
@@ -101,6 +101,11 @@ def run_on_grid(
     summary["engine"] = "flower"
     if engines:
         summary["clients_never_connected"] = engines[0].unconnected
+        if cfg.sites.public is not None:  # sites: what each said at discovery
+            summary["clients_refused"] = {str(c): r for c, r in engines[0].refused.items()}
+            summary["client_models"] = {
+                str(c): m for c, m in sorted(engines[0].client_models.items())
+            }
     summary["round_trips_per_round"] = float(
         np.mean([r.get("round_trips", 0) for r in result.records])
     )

@@ -170,9 +170,19 @@ def decode_batch(content: RecordDict) -> Batch:
     return batch
 
 
-def encode_replies(partition_id: int, replies: list[ItemReply]) -> RecordDict:
+HELLO = "hello"
+HELLO_KEYS = ("model", "refused")  # what a site says at discovery: its model, or why it won't join
+
+
+def encode_replies(
+    partition_id: int, replies: list[ItemReply], hello: Mapping[str, str] | None = None
+) -> RecordDict:
+    """A client's replies; `hello` (discovery only): the site's model name, or `refused` with
+    the reason it cannot join (a different U, labels outside the run's set, ...)."""
     content = RecordDict()
     content[CLIENT] = ConfigRecord({"partition-id": int(partition_id), "size": len(replies)})
+    if hello:
+        content[HELLO] = ConfigRecord({k: str(v) for k, v in hello.items() if k in HELLO_KEYS})
     for i, item in enumerate(replies):
         r = item.reply
         head: dict[str, Any] = {"kind": item.kind, "task": r.task, "seconds": float(item.seconds)}
@@ -214,3 +224,11 @@ def decode_replies(content: RecordDict) -> tuple[int, list[ItemReply]]:
         )
         out.append(ItemReply(kind, reply, float(seconds)))
     return partition, out
+
+
+def decode_hello(content: RecordDict) -> dict[str, str]:
+    """What a discovery reply says of the site (`model`, `refused`); {} when nothing."""
+    if HELLO not in content.config_records:
+        return {}
+    record = content.config_records[HELLO]
+    return {k: record[k][:2000] for k in HELLO_KEYS if isinstance(record.get(k), str)}

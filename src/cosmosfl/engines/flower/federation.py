@@ -92,6 +92,8 @@ class FlowerFederation:
             else None
         )
         self._nodes: dict[int, int] = {}  # partition id -> Flower node id
+        self.refused: dict[int, str] = {}  # client id -> why it refused to join (sites)
+        self.client_models: dict[int, str] = {}  # client id -> the model its site says it has
         self._queue: dict[int, list[tuple[Ticket, codec.Item]]] = defaultdict(list)
         self._round = 0
         self._reset_round()
@@ -113,8 +115,14 @@ class FlowerFederation:
                     answered.add(node)
                     try:
                         pid, _ = codec.decode_replies(reply.content)
+                        hello = codec.decode_hello(reply.content)
                     except codec.RecordError as err:
                         self.reporter.log(f"node {node} answered discovery malformed: {err}")
+                        continue
+                    if "refused" in hello and pid in self._expected:
+                        if pid not in self.refused:
+                            self.reporter.log(f"client {pid} refused to join: {hello['refused']}")
+                        self.refused[pid] = hello["refused"]  # a restarted node is asked anew
                         continue
                     if pid not in self._expected:
                         self.reporter.log(f"node {node} serves partition {pid}, not in the config")
@@ -122,15 +130,22 @@ class FlowerFederation:
                         self.reporter.log(f"node {node} serves partition {pid} again; ignored")
                     else:
                         self._nodes[pid] = node
-            if set(self._expected) <= set(self._nodes) or time.monotonic() >= deadline:
+                        self.refused.pop(pid, None)
+                        if "model" in hello:
+                            self.client_models[pid] = hello["model"]
+            settled = set(self._nodes) | set(self.refused)  # a refusal is an answer: no wait
+            if set(self._expected) <= settled or time.monotonic() >= deadline:
                 break
             time.sleep(poll_seconds)
         if not self._nodes:
+            why = "".join(f"; client {c} refused: {r}" for c, r in sorted(self.refused.items()))
             raise RuntimeError(
                 f"no client connected within {self.discovery_timeout:.0f} s "
-                f"(expected partition ids {self._expected})"
+                f"(expected partition ids {self._expected}){why}"
             )
-        absent = sorted(set(self._expected) - set(self._nodes))
+        absent = sorted(set(self._expected) - set(self._nodes) - set(self.refused))
+        if self.refused:
+            self.reporter.log(f"starting without clients {sorted(self.refused)} (refused)")
         if absent:
             self.reporter.log(f"starting without clients {absent} (not connected)")
         self._node_to_client = {n: c for c, n in self._nodes.items()}
@@ -139,7 +154,8 @@ class FlowerFederation:
 
     @property
     def unconnected(self) -> list[int]:
-        return sorted(set(self._expected) - set(self._nodes))
+        """Clients of the config that never answered (not those that refused to join)."""
+        return sorted(set(self._expected) - set(self._nodes) - set(self.refused))
 
     # -- Federation --------------------------------------------------------------------------
     @property
