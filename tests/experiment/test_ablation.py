@@ -140,7 +140,9 @@ def test_table_rows_and_notes(lam_sweep):
 def test_write_report_files_and_unfinished_runs(lam_sweep):
     (lam_sweep / "cosmos.lam=5" / "cosmos" / "seed3" / "summary.json").unlink()
     report = write_ablation_report(lam_sweep)
-    assert {p.name for p in report.files} == {"ablation-cosmos.lam.md", "ablation-cosmos.lam.png"}
+    # the sweep has `local` runs: the per-client gains over it come with the ablation
+    names = {"ablation-cosmos.lam.md", "ablation-cosmos.lam.png"}
+    assert {p.name for p in report.files} == names | {"client-gains.md", "client-gains.png"}
     assert (lam_sweep / "ablation-cosmos.lam.png").stat().st_size > 5000
     assert any("cosmos.lam=5/cosmos/seed3" in n for n in report.notes)
     h5 = next(p for p in load_sweep(lam_sweep).points

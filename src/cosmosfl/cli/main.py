@@ -169,10 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="tables and plots of a compare or sweep folder",
         description="On a compare folder: write table.md, table.tex, curves.png, "
         "communication.md and clusters.png into DIR from the finished runs under "
-        "DIR/<algorithm>/seed<k>/. On a sweep folder (with sweep.yaml): write "
-        "ablation-<key>.md and ablation-<key>.png for every swept key. With --key and --cell: "
-        "the same ablation report from separately run compare folders, into DIR "
-        "(docs/sweeps.md).",
+        "DIR/<algorithm>/seed<k>/, and with a `local` run client-gains.md and "
+        "client-gains.png (each client's gain over `local`, paired: who gains, who loses, "
+        "per client kind where they mix). On a sweep folder (with sweep.yaml): write "
+        "ablation-<key>.md and ablation-<key>.png for every swept key, and client-gains.md / "
+        ".png per cell with `local`. With --key and --cell: the same ablation report from "
+        "separately run compare folders, into DIR (docs/sweeps.md).",
     )
     report.add_argument(
         "dir",

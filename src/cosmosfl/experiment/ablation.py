@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cosmosfl.experiment.client_gains import GAINS_MD, GAINS_PNG, cells_gains_markdown
 from cosmosfl.experiment.config import ConfigError
 from cosmosfl.experiment.contrasts import paired_text
 from cosmosfl.experiment.rundir import write_atomic
@@ -92,10 +93,25 @@ class Sweep:
     # a base value of the key, and other algorithms' reported models in the same cell.
     base: dict[str, Any] = field(default_factory=dict)
     versus: list[str] = field(default_factory=list)
+    # Each cell's grid values and runs, for the per-client gains over `local` (client_gains.py).
+    cells: list[tuple[dict[str, Any], RunSet]] = field(default_factory=list)
 
     @property
     def keys(self) -> list[str]:
         return [a["key"] for a in self.axes]
+
+
+def select_runs(
+    runset: RunSet, algorithms: list[str] | None = None, seeds: set[int] | None = None
+) -> RunSet:
+    """The runs of `runset` of the given algorithms and seeds (all when None)."""
+    runs = {
+        a: [r for r in rs if seeds is None or r.seed in seeds]
+        for a, rs in runset.runs.items()
+        if (algorithms is None or a in algorithms)
+        and any(seeds is None or r.seed in seeds for r in rs)
+    }
+    return RunSet(runset.root, runs, runset.unfinished)
 
 
 def cell_points(
@@ -106,12 +122,7 @@ def cell_points(
 ) -> list[Point]:
     """One cell's Points: every algorithm's evaluated models over the cell's finished runs
     (only `algorithms` and `seeds` when given)."""
-    runs = {
-        a: [r for r in rs if seeds is None or r.seed in seeds]
-        for a, rs in runset.runs.items()
-        if (algorithms is None or a in algorithms)
-        and any(seeds is None or r.seed in seeds for r in rs)
-    }
+    runs = select_runs(runset, algorithms, seeds).runs
     points = []
     for row in accuracy_rows(RunSet(runset.root, runs)):
         done = runs[row.algorithm]
@@ -146,6 +157,7 @@ def load_sweep(root: str | Path) -> Sweep:
     algorithms, seeds = list(doc["algorithms"]), set(doc["seeds"])
     points: list[Point] = []
     notes: list[str] = []
+    cells: list[tuple[dict[str, Any], RunSet]] = []
     for cell in doc["cells"]:
         try:
             runset = load_runs(root / cell["path"])
@@ -154,6 +166,7 @@ def load_sweep(root: str | Path) -> Sweep:
             continue
         notes += [f"unfinished run ignored: {p}" for p in runset.unfinished]
         points += cell_points(cell["values"], runset, algorithms, seeds)
+        cells.append((dict(cell["values"]), select_runs(runset, algorithms, seeds)))
     settings = dict(points[0].summary) if points else {}
     if not points:
         raise ConfigError(f"report: no finished runs in the sweep {str(root)!r} yet")
@@ -169,7 +182,7 @@ def load_sweep(root: str | Path) -> Sweep:
             shared.setdefault(algorithm, [])
             if key not in shared[algorithm]:
                 shared[algorithm].append(key)
-    return Sweep(root, list(doc["grid"]), points, settings, notes, shared)
+    return Sweep(root, list(doc["grid"]), points, settings, notes, shared, cells=cells)
 
 
 def is_numeric(values: list[Any]) -> bool:
@@ -363,9 +376,14 @@ def write_ablation_report(
     return write_sweep_report(sweep)
 
 
+def cell_heading(sweep: Sweep, values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} = {value_text(values[k])}" for k in sweep.keys if k in values)
+
+
 def write_sweep_report(sweep: Sweep) -> AblationReport:
-    """ablation-<key>.md and ablation-<key>.png for every key of `sweep`, into sweep.root."""
-    from cosmosfl.experiment.plots import plot_ablation
+    """ablation-<key>.md and ablation-<key>.png for every key of `sweep`, and client-gains.md
+    and .png where its cells have `local` runs, into sweep.root."""
+    from cosmosfl.experiment.plots import plot_ablation, plot_client_gains
 
     files, tables = [], {}
     for key in sweep.keys:
@@ -373,4 +391,10 @@ def write_sweep_report(sweep: Sweep) -> AblationReport:
         write_atomic(sweep.root / f"ablation-{key}.md", tables[key])
         files.append(sweep.root / f"ablation-{key}.md")
         files.append(plot_ablation(sweep, key, sweep.root / f"ablation-{key}.png"))
-    return AblationReport(files, list(dict.fromkeys(sweep.notes)), tables)
+    cells = [(cell_heading(sweep, values), runset) for values, runset in sweep.cells]
+    text, panels, notes = cells_gains_markdown(cells, title_line(sweep))
+    if panels:
+        write_atomic(sweep.root / GAINS_MD, text)
+        files.append(sweep.root / GAINS_MD)
+        files.append(plot_client_gains(panels, title_line(sweep), sweep.root / GAINS_PNG))
+    return AblationReport(files, list(dict.fromkeys([*sweep.notes, *notes])), tables)

@@ -170,9 +170,12 @@ def assemble_sweep(
                 "before it has that algorithm)"
             )
     points = []
+    runsets: list[tuple[dict[str, Any], RunSet]] = []
     for combo, runs in filled:
         ordered = {a: sorted(rs, key=lambda r: r.seed) for a, rs in runs.items()}
-        points += cell_points(dict(zip(keys, combo, strict=True)), RunSet(Path(out), ordered))
+        values = dict(zip(keys, combo, strict=True))
+        runsets.append((values, RunSet(Path(out), ordered)))
+        points += cell_points(values, runsets[-1][1])
     if not points:
         raise ConfigError("report: none of the --cell folders holds a finished run yet")
     axes = []
@@ -186,7 +189,8 @@ def assemble_sweep(
         axes.append({"key": key, "values": values})
     summary = dict(points[0].summary)
     notes = list(dict.fromkeys(notes))
-    return Sweep(Path(out), axes, points, summary, notes, _shared_keys(keys, filled))
+    shared_keys = _shared_keys(keys, filled)
+    return Sweep(Path(out), axes, points, summary, notes, shared_keys, cells=runsets)
 
 
 def _relative(folder: Path, out: Path) -> str:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from cosmosfl.experiment.ablation import Sweep
+    from cosmosfl.experiment.client_gains import ClientGains
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -134,6 +135,76 @@ def plot_clusters(runset: RunSet, path: str | Path) -> Path | None:
 
 
 LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def _gain_lines(ax: Any, gains: ClientGains, colour_of: dict[str, Any]) -> None:
+    """Each evaluated model's pooled per-client gains, sorted, against the share of clients."""
+    from cosmosfl.experiment.client_gains import BASELINE, LOSS_POINTS
+
+    styles: dict[str, int] = {}
+    for row in gains.rows:
+        values = np.sort(np.asarray(row.pooled, dtype=np.float64))
+        # x: the share of clients at or below each gain, so the line crosses 0 at the share
+        # that lose and the number of clients per seed does not change the axis.
+        x = 100 * (np.arange(len(values)) + 0.5) / len(values)
+        reported = gains.reported_models.get(row.algorithm) == row.model
+        # The reported model solid; the algorithm's other evaluation points dashed, dotted, …
+        style = 0 if reported else 1 + styles.get(row.algorithm, 0)
+        styles[row.algorithm] = styles.get(row.algorithm, 0) + (0 if reported else 1)
+        name = f"{display_name(row.algorithm)}, {row.label[1]}"
+        name += f" (n = {len(row.seeds)} seeds × {max(row.clients)} clients)"
+        ax.plot(x, values, LINE_STYLES[style % len(LINE_STYLES)], color=colour_of[row.algorithm],
+                drawstyle="steps-mid", linewidth=1.6, label=name)  # fmt: skip
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.axhline(-LOSS_POINTS, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("clients, sorted by gain (% of clients × seeds)")
+    ax.set_ylabel(f"gain over {display_name(BASELINE)}, last round (accuracy points)")
+    ax.grid(alpha=0.3)
+
+
+def _kind_points(ax: Any, gains: ClientGains, colour_of: dict[str, Any]) -> None:
+    """Mean gain per client kind of each algorithm's reported model, ± SEM over seeds."""
+    rows = [r for r in gains.kind_rows if gains.reported_models.get(r.algorithm) == r.model]
+    algorithms = list(dict.fromkeys(r.algorithm for r in rows))
+    width = 0.7 / max(1, len(algorithms))
+    for a, algorithm in enumerate(algorithms):
+        mine = [r for r in rows if r.algorithm == algorithm]
+        x = [gains.kinds.index(r.kind) + (a - (len(algorithms) - 1) / 2) * width for r in mine]
+        ax.errorbar(x, [r.mean.mean for r in mine], yerr=[r.mean.sem for r in mine],
+                    color=colour_of[algorithm], marker=MARKERS[a % len(MARKERS)], linestyle="none",
+                    markerfacecolor="none", capsize=3, label=display_name(algorithm))  # fmt: skip
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(gains.kinds)), gains.kinds, rotation=30, ha="right")
+    ax.set_ylabel("mean gain (points), ± SEM over seeds")
+    ax.set_title("reported models, per client kind", fontsize="medium")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def plot_client_gains(panels: list[tuple[str, ClientGains]], title: str, path: str | Path) -> Path:
+    """Each client's last-round gain over `local` (paired: same seed, client, test split),
+    sorted, one line per algorithm's evaluated model (its reported model solid), one panel per
+    comparison; beside a single comparison of several client kinds, the mean gain per kind."""
+    from matplotlib import colormaps
+
+    names = list(dict.fromkeys(r.algorithm for _, g in panels for r in g.rows))
+    colour_of = {a: colormaps["tab10"](i % 10) for i, a in enumerate(names)}
+    kinds = len(panels) == 1 and bool(panels[0][1].kind_rows)
+    columns = 2 if kinds else min(3, len(panels))
+    grid_rows = 1 if kinds else -(-len(panels) // columns)
+    fig = _figure(6.0 * columns + 3.5, 4.6 * grid_rows)
+    axes = fig.subplots(grid_rows, columns, squeeze=False).ravel()
+    for ax, (heading, gains) in zip(axes, panels, strict=False):
+        _gain_lines(ax, gains, colour_of)
+        ax.set_title(heading, fontsize="medium")
+        ax.legend(fontsize="x-small", loc="upper left")
+    if kinds:
+        _kind_points(axes[1], panels[0][1], colour_of)
+    for ax in axes[len(panels) + int(kinds) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"per-client gain over local — {title}", fontsize="medium")
+    return _save(fig, Path(path))
 
 
 def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:

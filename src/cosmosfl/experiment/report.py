@@ -1,16 +1,26 @@
 """`cosmosfl report`: the finished runs under DIR/<algorithm>/seed<k>/ as tables and plots.
 
 Writes table.md / table.tex (final-round accuracy, mean ± SEM over seeds), communication.md
-(measured MB per client per round beside FedAvg's cost), and the figures of plots.py. The
+(measured MB per client per round beside FedAvg's cost), client-gains.md / .png (each client's
+gain over `local`, paired; client_gains.py) and the figures of plots.py. The
 result is always the last round; the best round is shown beside it, labelled as not the result.
 This module renders; runset.py loads the runs and stats.py computes the numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cosmosfl.experiment.client_gains import (
+    GAINS_MD,
+    GAINS_PNG,
+    ClientGains,
+    client_gains,
+    gains_markdown,
+    gains_summary,
+)
 
 # Loading runs and computing their numbers live in runset.py and stats.py; their names are
 # importable from here too, as they were before the split.
@@ -201,10 +211,12 @@ class Report:
     files: list[Path]
     notes: list[str]
     table: str
+    gains: ClientGains | None = field(default=None, repr=False)
 
     def text(self) -> str:
         """The summary printed by `cosmosfl report` (and at the end of `cosmosfl compare`)."""
         lines = [self.table]
+        lines += gains_summary(self.gains) if self.gains else []
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"wrote {p}" for p in self.files]
         return "\n".join(lines)
@@ -212,7 +224,7 @@ class Report:
 
 def write_report(root: str | Path) -> Report:
     """Read the finished runs under `root` and write the tables and plots into it."""
-    from cosmosfl.experiment.plots import plot_clusters, plot_curves
+    from cosmosfl.experiment.plots import plot_client_gains, plot_clusters, plot_curves
     from cosmosfl.experiment.rundir import write_atomic
 
     runset = load_runs(root)
@@ -221,6 +233,9 @@ def write_report(root: str | Path) -> Report:
     table = table_markdown(runset, rows)
     texts = {"table.md": table, "table.tex": table_latex(runset, rows)}
     texts["communication.md"] = communication_markdown(runset, comm)
+    gains = client_gains(runset, rows)
+    if gains.rows:
+        texts[GAINS_MD] = gains_markdown(gains, title_line(runset))
     for name, text in texts.items():
         write_atomic(runset.root / name, text)
     files = [runset.root / name for name in texts]
@@ -229,7 +244,12 @@ def write_report(root: str | Path) -> Report:
     clusters = plot_clusters(runset, runset.root / "clusters.png")
     files += [clusters] if clusters else []
     notes += [] if clusters else ["clusters.png not written: no run with clusters and true groups"]
-    return Report(rows, comm, files, notes, table)
+    if gains.rows:
+        files.append(plot_client_gains([("", gains)], title_line(runset), runset.root / GAINS_PNG))
+    else:
+        notes.append(f"{GAINS_MD} and {GAINS_PNG} not written: {gains.notes[0]}")
+    notes += gains.notes if gains.rows else gains.notes[1:]
+    return Report(rows, comm, files, notes, table, gains)
 
 
 __all__ = [  # the report's own names, and those of runset.py and stats.py it re-exports
