@@ -288,3 +288,87 @@ def test_flower_tls_rehearsal_runs(flower_tutorial, capsys):
     assert "finished:completed" in out
     assert (flower_tutorial / "runs" / "tls-rehearsal" / "summary.json").is_file()
     assert (flower_tutorial / "tls-work" / "keys" / "supernode-1.pub").is_file()
+
+
+# -- deploying across organisations ---------------------------------------------------------------
+ORGANISATIONS = "organisations.md"
+
+
+def organisations_script() -> str:
+    """The page's shell blocks as one script, in order (pip lines are not run here)."""
+    lines = []
+    for block in blocks(ORGANISATIONS, "bash"):
+        lines += [x for x in block.splitlines() if not x.startswith("pip install")]
+    return "set -euo pipefail\n" + "\n".join(lines) + "\n"
+
+
+def test_organisations_tutorial(flower_tutorial, capsys):
+    """Fast checks of the page: its example files are the ones it shows, its cosmosfl commands
+    parse, and every option it gives Flower's programs exists (the slow test runs it all)."""
+    import yaml
+
+    tmp = flower_tutorial
+    seen = set()
+    for line in commands(ORGANISATIONS):
+        if line.startswith("pip install"):
+            check_pip(line)
+        elif line.startswith("cosmosfl "):
+            args = parse_args(build_parser(), shlex.split(line)[1:])
+            seen.add(args.command if args.command != "flower" else args.flower_command)
+        elif line.startswith(("flower-", "flwr ")):
+            check_flower_command(line.split(">")[0].rstrip(" &"))
+            seen.add(line.split()[0])
+    assert {"run", "local", "app", "report", "flower-superlink", "flower-supernode", "flwr"} <= seen
+    make = [c for c in commands(ORGANISATIONS) if c.startswith("python examples/sites/")]
+    (tmp / "examples").symlink_to(ROOT / "examples")  # the page runs in a checkout
+    subprocess.run([sys.executable, *shlex.split(make[0])[1:]], cwd=tmp, check=True)
+    site, run = blocks(ORGANISATIONS, "yaml")
+    shown = yaml.safe_load(site.replace("  # ... 2 to 9\n", ""))
+    written = yaml.safe_load((tmp / "org" / "clinic-c" / "site.yaml").read_text())
+    assert {k: v for k, v in written.items() if k != "label_map"} == {
+        k: v for k, v in shown.items() if k != "label_map"
+    }
+    assert shown["label_map"].items() <= written["label_map"].items()
+    assert yaml.safe_load(run) == yaml.safe_load((tmp / "org" / "run.yaml").read_text())
+    (text,) = blocks(ORGANISATIONS, "text")
+    assert "every party must hold the same U file" in text  # the message the code gives
+
+
+@pytest.mark.slow
+def test_organisations_tutorial_runs(flower_tutorial):
+    """Every command of the page, in order, as one bash script: the example, the in-process
+    try-out, the TLS rehearsal, certificates, the app, a SuperLink with authentication, three
+    SuperNodes naming their site files, COSMOS and `local` runs, the report."""
+    import contextlib
+    import json
+    import signal
+
+    tmp = flower_tutorial
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    script = tmp / "tutorial.sh"
+    script.write_text(organisations_script())
+    (tmp / "examples").symlink_to(ROOT / "examples")  # the page runs in a checkout
+    proc = subprocess.Popen(
+        ["bash", str(script)],
+        cwd=tmp,
+        env={**env, "PWD": str(tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # the page's background processes: one group to stop
+    )
+    try:
+        out, _ = proc.communicate(timeout=1800)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-6000:]
+    org = tmp / "org"
+    summary = json.loads((org / "runs/org/cosmos/seed1/summary.json").read_text())
+    assert summary["engine"] == "flower" and summary["clients_refused"] == {}
+    assert summary["client_models"] == {"0": "random_forest", "1": "mlp", "2": "lightgbm"}
+    assert (org / "runs/org/local/seed1/summary.json").is_file()
+    for name in ("table.md", "client-gains.md", "client-gains.png", "curves.png"):
+        assert (org / "runs/org" / name).is_file(), name
+    assert "lightgbm" in (org / "runs/org/client-gains.md").read_text()
+    assert (org / "runs/rehearsal/summary.json").is_file()

@@ -326,7 +326,7 @@ def build_sites_experiment(
         algorithm,
         names,
         labels=labels,
-        name=Path(cfg.sites.public or "sites").stem,
+        name="sites",
     )
 
 

@@ -25,6 +25,7 @@ from .loopback import LoopbackGrid, ServerGrid
 from .test_flower_engine import settings_for
 from .test_flower_faults import assert_same_records
 
+SITE_NAMES = ("hospital-a", "hospital-b", "clinic-c")
 SMALL_SITES = ["rounds=2", "threads=1", "algorithm.pretrain_epochs=2", "algorithm.local_epochs=1"]
 
 
@@ -97,3 +98,33 @@ def test_the_server_opens_no_site_file(tmp_path, sites_root) -> None:  # type: i
     exp = build_experiment(cfg, clients=[])
     assert exp.clients == [] and exp.client_ids == [0, 1, 2] and exp.num_classes == 10
     assert dataclasses.asdict(cfg.sites)["files"] == []
+
+
+def test_flower_app_writes_the_shared_config(tmp_path, sites_root, capsys) -> None:  # type: ignore[no-untyped-def]
+    import tomllib
+
+    import yaml
+
+    from cosmosfl.cli.main import main
+    from cosmosfl.data.public import file_sha256
+
+    assert main(["flower", "app", "-c", "run.yaml", "--dir", str(tmp_path / "app")]) == 0
+    app = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    embedded = yaml.safe_load(app["tool"]["flwr"]["app"]["config"]["config"])
+    assert embedded["sites"]["public_sha256"] == file_sha256(sites_root / "public.csv")
+    assert embedded["sites"]["files"] == [] and embedded["data"]["num_clients"] == 3
+    assert "site=" in capsys.readouterr().out  # how to start a site's SuperNode
+
+
+def test_flower_local_starts_one_supernode_per_site_file(sites_root) -> None:  # type: ignore[no-untyped-def]
+    from cosmosfl.cli.flower import _local_sites
+    from cosmosfl.experiment.config import ConfigError
+
+    cfg = load_config(sites_root / "run.yaml")
+    shared, nodes = _local_sites(cfg, [])
+    assert nodes == [{"site": str(sites_root / n / "site.yaml")} for n in SITE_NAMES]
+    assert shared.sites.files == []
+    shared, nodes = _local_sites(cfg, ["hospital-b/site.yaml", "clinic-c/site.yaml"])
+    assert len(nodes) == 2 and shared.data.num_clients == 2
+    with pytest.raises(ConfigError, match=r"--site needs a config with sites\.public"):
+        _local_sites(load_config(None), ["hospital-a/site.yaml"])
