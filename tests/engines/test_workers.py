@@ -124,7 +124,10 @@ class Crash(Learner):
         return {}
 
 
-def test_dead_worker_is_a_clear_error_and_learners_come_back():
+def test_dead_worker_is_a_clear_error_and_learners_come_back(monkeypatch, request):
+    # Crash is this module's: the workers import it by name (tests.engines.test_workers),
+    # which needs the repository root on the path they inherit.
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
     x, y = np.zeros((4, 1), np.float32), np.array([0, 1, 0, 1])
     clients = [Client(i, Crash(), (x, y), (x, y)) for i in range(2)]
     for c in clients:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -24,7 +24,12 @@ from cosmosfl.learners.base import Learner
 
 
 class Federation(Protocol):
-    """The engine as an algorithm sees it."""
+    """The engine as an algorithm sees it.
+
+    An engine may also offer `map_public(fn, items)`: `[fn(public_x, item) for item in
+    items]`, computed where it computes best (the simulation engine's worker processes);
+    algorithms call it through `map_public` below, which falls back to a loop here.
+    """
 
     @property
     def client_ids(self) -> list[int]: ...
@@ -258,6 +263,23 @@ def renamed_setting(old: str, new: str) -> property:
 
 ServerLearnerFactory = Callable[[tuple[int, ...], int, int], Learner]
 """Builds a server-side learner from (input shape of one sample, num_classes, seed)."""
+
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+def map_public(
+    fed: Federation, fn: Callable[[np.ndarray, Item], Result], items: Sequence[Item]
+) -> list[Result]:
+    """`[fn(fed.public_x, item) for item in items]`, in the engine's workers when it offers
+    `map_public` (independent server-side work, e.g. COSMOS's K cluster models), else here.
+    `fn` must be a module-level function whose result depends only on its arguments (an item
+    carries its own seeded learner), so where it runs changes no result."""
+    run = getattr(fed, "map_public", None)
+    if run is None:
+        return [fn(fed.public_x, item) for item in items]
+    return list(run(fn, items))
 
 
 def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int]]]:

@@ -29,6 +29,7 @@ from cosmosfl.algorithms.base import (
     deferred,
     evaluate_clients,
     iter_clusters,
+    map_public,
     reply_metrics,
     train_local_with_pretraining,
 )
@@ -217,8 +218,7 @@ class Cosmos(ClusterMembership, Algorithm):
             self._update_membership(probs, fed, round_num)
 
         with fed.phase("server_distillation"):
-            teachers, server_losses = self._train_cluster_models(fed, probs)
-            h_public = {k: h.predict_proba(fed.public_x) for k, h in self.cluster_models.items()}
+            teachers, server_losses, h_public = self._train_cluster_models(fed, probs)
         with fed.phase("evaluation"):
             models = {cid: self.cluster_models[k] for cid, k in self.assignment.items()}
             h_test = fed.evaluate_server_models(models)
@@ -320,22 +320,43 @@ class Cosmos(ClusterMembership, Algorithm):
 
     def _train_cluster_models(
         self, fed: Federation, probs: dict[int, np.ndarray]
-    ) -> tuple[dict[int, np.ndarray], dict[int, dict[str, float]]]:
+    ) -> tuple[dict[int, np.ndarray], dict[int, dict[str, float]], dict[int, np.ndarray]]:
         """Train each h_k on its cluster's new teacher f̄_k; returns the teachers and losses of
-        the clusters trained (a cluster none of whose members answered keeps its model)."""
-        teachers, losses = {}, {}
+        the clusters trained (a cluster none of whose members answered keeps its model) and
+        every h_k(U). The K trainings are independent (same U, own teacher, own seeded
+        model), so the engine may run them in its worker processes (`map_public`)."""
+        teachers = {}
         for k, members in iter_clusters(self.assignment):
             answered = [probs[c] for c in members if c in probs]
             if not answered:
                 fed.log(f"cluster {k}: no member answered; its model keeps last round's state")
                 continue
-            teacher = apply_temperature(
+            teachers[k] = apply_temperature(
                 aggregate(answered, self.aggregation, trim_fraction=self.trim_fraction),
                 self.temperature,
             )
-            stats = self.cluster_models[k].distill(
-                fed.public_x, teacher, epochs=self.server_epochs, lam=self.lam
-            )
-            losses[k] = {name: float(v) for name, v in stats.items()}
-            teachers[k] = teacher
-        return teachers, losses
+        jobs = [
+            (self.cluster_models[k], t, self.server_epochs, self.lam) for k, t in teachers.items()
+        ]
+        losses, trained_public = {}, {}
+        for k, (model, stats, h_u) in zip(
+            teachers, map_public(fed, _distill_cluster_model, jobs), strict=True
+        ):
+            self.cluster_models[k] = model  # the trained h_k (a copy when it came from a worker)
+            losses[k] = stats
+            trained_public[k] = h_u
+        h_public = {
+            k: trained_public[k] if k in trained_public else h.predict_proba(fed.public_x)
+            for k, h in self.cluster_models.items()
+        }
+        return teachers, losses, h_public
+
+
+def _distill_cluster_model(
+    public_x: np.ndarray, job: tuple[Learner, np.ndarray, int, float]
+) -> tuple[Learner, dict[str, float], np.ndarray]:
+    """Step (3) for one cluster: h_k trained on U towards its teacher f̄_k (KL + λ·r_B);
+    returns h_k, its losses and h_k(U). Module-level: it may run in a worker process."""
+    model, teacher, epochs, lam = job
+    stats = model.distill(public_x, teacher, epochs=epochs, lam=lam)
+    return model, {name: float(v) for name, v in stats.items()}, model.predict_proba(public_x)

@@ -452,8 +452,11 @@ def cmd_flower(args: argparse.Namespace) -> int:
 
 def cmd_show_config(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import dump_config
+    from cosmosfl.experiment.runner import describe_parallelism
 
-    print(dump_config(_load(args)), end="")
+    cfg = _load(args)
+    print(dump_config(cfg), end="")
+    print(f"# on this machine: {describe_parallelism(cfg)}")  # what workers: auto resolves to
     return 0
 
 

@@ -13,7 +13,7 @@ import re
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,7 +26,7 @@ from cosmosfl.core.tasks import Request, as_message
 from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
-from cosmosfl.engines.workers import WorkerPool
+from cosmosfl.engines.workers import WorkerPool, resolve_workers
 from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import resolve_device
@@ -74,17 +74,21 @@ class SimulationEngine:
         strict: bool = True,
         faults: FaultConfig | Mapping[str, Any] | None = None,
         min_participation: float = 0.0,
-        workers: int = 1,
+        workers: int | str = 1,
         worker_devices: Sequence[str] | None = None,
         on_reject: str = "record",
+        threads: int = 1,
     ) -> None:
         """`strict`: an exception raised by client code stops the run with its traceback
         (a bug should not silently shrink the federation); otherwise the client is excluded
         from that step like a client whose payload was rejected. Injected faults (`faults`,
         see engines/faults.py) never stop a run. A step answered by fewer than
         `min_participation` of the clients it addressed ends the run (ParticipationError).
-        `workers` > 1 serves clients from that many processes, one torch thread each
-        (engines/workers.py); `sync_clients()` / `close()` bring the trained learners back.
+        `workers` > 1 serves clients from that many processes, `threads` torch threads each
+        (engines/workers.py; "auto": one per usable core, at most one per client, serial for
+        small data, AUTO_MIN_VALUES); the algorithm's `map_public` work (COSMOS's cluster
+        models) runs there too.
+        `sync_clients()` / `close()` bring the trained learners back.
         `on_reject`: what a rejected reply (the client is excluded from the step) does beyond
         its `rejected` entry in the round record: "record" nothing more, "warn" a
         ClientRejectedWarning, "raise" a ClientRejectedError at once. Replies of injected
@@ -124,11 +128,19 @@ class SimulationEngine:
         )
         self._round = 0
         self._reset_round()
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
+        values = sum(np.asarray(c.train[0]).size for c in clients) + len(ids) * public_x.size
+        self.workers = min(
+            resolve_workers(workers, len(ids), threads=threads, data_values=int(values)), len(ids)
+        )
         self._pool = (
-            WorkerPool(list(self._clients.values()), workers, devices=worker_devices)
-            if workers > 1 and len(self._clients) > 1
+            WorkerPool(
+                list(self._clients.values()),
+                self.workers,
+                threads=threads,
+                devices=worker_devices,
+                public_x=public_x,
+            )
+            if self.workers > 1
             else None
         )
 
@@ -172,6 +184,14 @@ class SimulationEngine:
     @property
     def device(self) -> str:
         return self._device
+
+    def map_public(self, fn: Callable[[np.ndarray, Any], Any], items: Sequence[Any]) -> list[Any]:
+        """`[fn(public_x, item) for item in items]`: in the worker processes when there are any
+        and server models live on the CPU (each item wholly in one worker, one thread, so the
+        results are a serial run's with that many threads), else here in order."""
+        if self._pool is None or self._device != "cpu" or len(items) < 2:
+            return [fn(self._public_x, item) for item in items]
+        return self._pool.map(fn, items)
 
     def use_handlers(self, handlers: ClientHandlers) -> None:
         """Serve every client's tasks with `handlers` (run_round gives the algorithm's)."""

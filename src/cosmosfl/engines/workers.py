@@ -5,22 +5,103 @@ workers in id order) for the whole run, so models and private data cross a proce
 once, at start, and only protocol messages travel per task. A client's results depend only on
 its own seeded learner and the messages it receives, and each worker serves its clients in id
 order, so a parallel run gives exactly the records of a serial run with the same number of
-threads per process (tested). `devices` spreads workers over accelerators (worker w uses
-devices[w % len(devices)]), which is how one machine with several GPUs runs clients
-concurrently.
+threads per process (tested). The workers also hold the public set U, so server-side work that
+is independent per item (COSMOS's K cluster models) can run there too (`WorkerPool.map`).
+`devices` spreads workers over accelerators (worker w uses devices[w % len(devices)]), which is
+how one machine with several GPUs runs clients concurrently.
+
+Workers are forked from a `forkserver` process that has imported torch and cosmosfl once: the
+first pool of a Python process pays that import (about 2 s), later pools (the next run of a
+compare or sweep, a test suite) start in a fraction of a second.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
+import pickletools
+import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
 from cosmosfl.handlers.base import ClientHandlers
+
+AUTO = "auto"
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask: taskset, cgroups' cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+# "auto" stays serial below this many input values (private training inputs of all clients
+# plus U once per client, what a round's client work reads at least once). Which way it goes
+# changes no record (auto runs one torch thread per process either way), only time: on
+# scikit-learn's digits (0.3 M values) two workers gained nothing after their start-up on
+# 2 cores, on the CIFAR-10 CPU config (43 M) they made a round 1.29x faster than today's
+# serial default (benchmarks/README.md, "Parallel by default").
+AUTO_MIN_VALUES = 1_000_000
+
+
+def resolve_workers(
+    workers: int | str, num_clients: int, *, threads: int = 1, data_values: int | None = None
+) -> int:
+    """The number of worker processes `workers` asks for: an integer as it is, "auto" one per
+    usable core (`threads` cores per worker), at most one per client, and 1 (serial) when
+    `data_values` (the federation's input values, when known) is below AUTO_MIN_VALUES."""
+    if workers == AUTO:
+        if data_values is not None and data_values < AUTO_MIN_VALUES:
+            return 1
+        return max(1, min(usable_cores() // max(int(threads), 1), int(num_clients)))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers = {workers!r}; allowed: an integer >= 1 (1 = serial) or 'auto'")
+    return workers
+
+
+def _context(preload: Sequence[str] = ()) -> Any:
+    """forkserver where the platform has it (children fork from a server that imported torch
+    and the modules the clients need once, before any torch thread pool exists), else spawn;
+    never plain fork: forking a process that has started torch's thread pools can hang. The
+    server starts with the first pool of a process; `preload` counts only then."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    # __main__ first, as multiprocessing does by default: a script's main module is run once
+    # in the server (guarded by `if __name__ == "__main__"` as for any multiprocessing).
+    # torch._dynamo: torch imports it (and sympy, 3 s) lazily at an optimizer's first step.
+    ctx.set_forkserver_preload(["__main__", "torch", "torch._dynamo", __name__, *preload])
+    return ctx
+
+
+def _modules_of(data: bytes) -> list[str]:
+    """The modules a pickle names (its classes' and functions' homes) that are imported here:
+    the workers' parent imports them once instead of every worker on unpickling."""
+    names: list[str] = []
+    memo: dict[int, Any] = {}
+    recent: list[Any] = []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
+            recent.append(arg)
+        elif op.name in ("BINGET", "LONG_BINGET", "GET"):
+            recent.append(memo.get(int(arg)))
+        elif op.name == "MEMOIZE":
+            memo[len(memo)] = recent[-1] if recent else None
+        elif op.name == "STACK_GLOBAL" and len(recent) >= 2:
+            names.append(str(recent[-2]))
+        elif op.name == "GLOBAL":
+            names.append(str(arg).split(" ")[0])
+        if op.name not in ("MEMOIZE", "FRAME"):
+            recent = recent[-2:] if op.name.endswith(("UNICODE", "GET", "UNICODE8")) else []
+    return sorted({n for n in names if n in sys.modules and n != "__main__"})
 
 
 def _place(client: Client, device: str | None) -> None:
@@ -48,7 +129,8 @@ def _serve(conn: Any, shard: bytes, threads: int, device: str | None) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    clients: list[Client] = pickle.loads(shard)
+    clients: list[Client]
+    public_x, clients = pickle.loads(shard)
     by_id = {c.id: c for c in clients}
     for c in clients:
         _place(c, device)
@@ -63,6 +145,14 @@ def _serve(conn: Any, shard: bytes, threads: int, device: str | None) -> None:
                 for c in clients:
                     c.handlers = payload
                 _send(conn, ("ok", None))
+            elif command == "map":  # [fn(U, item) for item in items], in order
+                fn, items = payload
+                try:
+                    results = [fn(public_x, item) for item in items]
+                except Exception:  # the caller raises it; the worker keeps its clients
+                    _send(conn, ("error", traceback.format_exc()))
+                    continue
+                _send(conn, ("ok", results))
             elif command == "fetch":
                 _send(conn, ("ok", {cid: (c.learner, c.slots) for cid, c in by_id.items()}))
             elif command == "close":
@@ -84,19 +174,31 @@ class WorkerPool:
         *,
         threads: int = 1,
         devices: Sequence[str] | None = None,
+        public_x: np.ndarray | None = None,
     ) -> None:
+        """`public_x`: the public set U the workers keep for `map` (by default the clients'
+        own `public_x`, which the engine sets)."""
         if workers < 2:
             raise ValueError(f"a worker pool needs workers >= 2, got {workers}")
         ids = sorted(c.id for c in clients)
         workers = min(workers, len(ids))
         self._owner = {cid: i % workers for i, cid in enumerate(ids)}
         by_id = {c.id: c for c in clients}
-        # spawn, not fork: forking a process that has started torch's thread pools can hang.
-        ctx = mp.get_context("spawn")
+        if public_x is None and clients:
+            public_x = getattr(clients[0], "public_x", None)
+        shards = {
+            # U once per worker: pickle shares it with the clients' references to it.
+            w: pickle.dumps(
+                (public_x, [by_id[cid] for cid in ids if self._owner[cid] == w]),
+                protocol=pickle.HIGHEST_PROTOCOL,
+            )
+            for w in range(workers)
+        }
+        ctx = _context(_modules_of(shards[0]))
         self._conns, self._procs = [], []
         self._handlers: ClientHandlers | None = None
         for w in range(workers):
-            shard = pickle.dumps([by_id[cid] for cid in ids if self._owner[cid] == w])
+            shard = shards.pop(w)
             device = devices[w % len(devices)] if devices else None
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_serve, args=(child, shard, threads, device), daemon=True)
@@ -138,6 +240,25 @@ class WorkerPool:
         for w in shards:
             replies.update(self._result(w))
         return replies
+
+    def map(self, fn: Callable[[np.ndarray, Any], Any], items: Sequence[Any]) -> list[Any]:
+        """`[fn(U, item) for item in items]`, item i computed by worker i % workers (each in
+        item order). `fn` must be a module-level function (it travels by name) whose result
+        depends only on its arguments; items and results travel as pickles."""
+        jobs: dict[int, list[Any]] = {}
+        for i, item in enumerate(items):
+            jobs.setdefault(i % self.workers, []).append(item)
+        for w, batch in jobs.items():
+            self._call(w, "map", (fn, batch))
+        done, failure = {}, None
+        for w in jobs:  # every reply is read, so the pipes stay in step after a failure
+            try:
+                done[w] = iter(self._result(w))
+            except RuntimeError as err:
+                failure = failure or err
+        if failure is not None:
+            raise failure
+        return [next(done[i % self.workers]) for i in range(len(items))]
 
     def use_handlers(self, handlers: ClientHandlers) -> None:
         """Serve the workers' clients with `handlers` (sent only when they change)."""

@@ -119,12 +119,16 @@ class ExperimentConfig:
     seed: int = 1
     rounds: int = 10
     device: str = "cpu"  # cpu | cuda | mps | auto
-    threads: int | None = None  # torch CPU threads (None: torch's default; 1 suits tiny models)
+    # torch CPU threads per process (None: 1 with worker processes, workers "auto" included,
+    # which makes records independent of the machine; torch's default with workers: 1).
+    threads: int | None = None
     # A step of a round answered by fewer than this fraction of the clients it addressed ends
     # the run with an error instead of training on too little.
     min_participation: float = 0.5
     max_payload_bytes: int = 1 << 30  # larger payloads are rejected (the sender is excluded)
-    workers: int = 1  # client worker processes (1: serial, in-process); one thread each
+    # Client worker processes: "auto" one per usable core (cores // threads), at most one
+    # per client, serial on one core; 1 serial, in-process; N exactly N (engines/workers.py).
+    workers: int | str = "auto"
     data: DataConfig = field(default_factory=DataConfig)
     clients: ClientsConfig = field(default_factory=ClientsConfig)
     algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
@@ -408,7 +412,12 @@ def _check_ranges(cfg: ExperimentConfig) -> None:
             raise ConfigError(f"{field_name} = {value!r} is not allowed; {allowed}")
 
     need(cfg.rounds >= 1, "rounds", cfg.rounds, "use an integer >= 1")
-    need(cfg.workers >= 1, "workers", cfg.workers, "use an integer >= 1 (1 = serial)")
+    need(
+        cfg.workers == "auto" or (isinstance(cfg.workers, int) and cfg.workers >= 1),
+        "workers",
+        cfg.workers,
+        "use auto (one worker process per usable core) or an integer >= 1 (1 = serial)",
+    )
     need(
         cfg.threads is None or cfg.threads >= 1,
         "threads",

@@ -34,7 +34,7 @@ def simulate(
     faults: FaultConfig | Mapping[str, Any] | None = None,
     min_participation: float = 0.0,
     max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
-    workers: int = 1,
+    workers: int | str = 1,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
@@ -49,9 +49,14 @@ def simulate(
     client from that step with a ClientRejectedWarning instead. `faults` injects seeded
     drop-outs, stragglers, crashes, corrupted payloads and Byzantine clients (a FaultConfig or
     a mapping of its fields); `min_participation` ends the run when fewer clients answer a step.
-    `workers` > 1 runs clients in that many processes (same records as a serial run with one
-    torch thread). An algorithm that trains server models from the registry (COSMOS) and has
-    no `server_learner` gets the one its server_* settings describe (`torch_server_learner`).
+    `workers` > 1 runs clients (and COSMOS's cluster models) in that many processes, one torch
+    thread each and one in this process during the run: the records of a serial run with
+    `torch.set_num_threads(1)`; "auto" takes one per usable core, at most one per client,
+    serial on one core or for small data, one thread either way (the clients must pickle,
+    and a script must guard its entry point with `if __name__ == "__main__":`, as for any
+    multiprocessing). An algorithm that trains server models from the registry (COSMOS) and
+    has no `server_learner` gets the one its server_* settings describe
+    (`torch_server_learner`).
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     # The server factory first (on the device the engine will use): the checks build a server
@@ -71,7 +76,13 @@ def simulate(
         workers=workers,
         on_reject="raise" if strict else "warn",
     )
-    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
-        torch.manual_seed(seed)
-        records = engine.run(algorithm, rounds)
+    threads = torch.get_num_threads()
+    if workers != 1:  # this process's share (clustering, ...) as in a worker; "auto" always
+        torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
+            torch.manual_seed(seed)
+            records = engine.run(algorithm, rounds)
+    finally:
+        torch.set_num_threads(threads)
     return SimulationResult(algorithm.name, algorithm.reported_model, records)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ import torch
 import yaml
 
 from cosmosfl.algorithms.base import Algorithm
+from cosmosfl.engines import workers as engine_workers
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
@@ -78,7 +80,8 @@ def run_experiment(
     run_dir = RunDirectory(Path(out)) if out is not None else None
     if run_dir is not None and run_dir.finished and not force:
         run_dir.prepare(cfg, force=False)  # raises the "already finished" error before any work
-    return _execute(cfg, run_dir, progress, force=force, engine=engine, tracker=tracker)
+    with _torch_threads(cfg, engine):
+        return _execute(cfg, run_dir, progress, force=force, engine=engine, tracker=tracker)
 
 
 def resume_experiment(
@@ -105,7 +108,8 @@ def resume_experiment(
             f"{config_path} differs from the config the checkpoint was made with; "
             "restore it, or start a new run"
         )
-    return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker)
+    with _torch_threads(cfg, None):
+        return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker)
 
 
 def _same_experiment(config_text: str, cfg: ExperimentConfig) -> bool:
@@ -142,8 +146,6 @@ def _execute(
     tracker: Tracker | None = None,
 ) -> SimulationResult:
     start = time.perf_counter()
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
     if tracker is None:  # a missing tracking package fails here, before any work
         tracker = make_tracker(cfg.tracking, default_run_name(cfg, run_dir and run_dir.path))
     # Everything is validated before the run directory is touched. Sites on another engine
@@ -256,7 +258,9 @@ def _run_federated(
             min_participation=cfg.min_participation,
             max_payload_bytes=cfg.max_payload_bytes,
             workers=cfg.workers,
+            threads=parallelism(cfg)[1] or 1,
         )
+        reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
     config_text = dump_config(cfg)
     try:
         with reporter.running(cfg.rounds):
@@ -277,6 +281,58 @@ def _run_federated(
         if close is not None:
             close()
     return result
+
+
+@contextmanager
+def _torch_threads(cfg: ExperimentConfig, engine: EngineFactory | None) -> Iterator[None]:
+    """This process's torch threads for the run (`parallelism`; another engine's server
+    keeps `cfg.threads` as given), put back afterwards: runs in one process do not leak it."""
+    before = torch.get_num_threads()
+    threads = parallelism(cfg)[1] if engine is None else cfg.threads
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def parallelism(cfg: ExperimentConfig, num_clients: int | None = None) -> tuple[int, int | None]:
+    """(worker processes, torch threads per process) a run of `cfg` uses on this machine.
+
+    threads: `cfg.threads`, else 1 whenever workers is not 1 ("auto" included, even where it
+    resolves to serial), so that the default gives the records of a serial `threads: 1` run
+    on any machine; None (torch's default) only for `workers: 1` with threads unset."""
+    n = cfg.data.num_clients if num_clients is None else num_clients
+    threads = cfg.threads if cfg.threads is not None else (None if cfg.workers == 1 else 1)
+    workers = engine_workers.resolve_workers(cfg.workers, max(int(n), 1), threads=threads or 1)
+    return workers, threads
+
+
+def describe_parallelism(
+    cfg: ExperimentConfig, num_clients: int | None = None, *, workers: int | None = None
+) -> str:
+    """One line for the run header (`workers`: what the engine chose) and show-config (the
+    data not loaded: "up to", auto stays serial for small data): what `workers` resolves to."""
+    n = cfg.data.num_clients if num_clients is None else num_clients
+    most, threads = parallelism(cfg, n)
+    if threads is None:
+        per = f"torch's default threads ({torch.get_num_threads()})"
+    else:
+        per = f"{threads} torch thread{'s' if threads > 1 else ''}"
+    if workers is None and cfg.workers == "auto" and most > 1:
+        how = f"up to {most} worker processes (serial when the data is small)"
+    elif (most if workers is None else workers) == 1:
+        how = "serial in this process"
+        if cfg.workers == "auto" and most > 1:
+            how += " (the data is small: worker start-up would cost more than it saves)"
+    else:
+        how = f"{most if workers is None else workers} worker processes"
+    each = " each" if "worker processes" in how and threads is not None else ""
+    cores = engine_workers.usable_cores()
+    where = f" ({cores} usable core{'s' if cores != 1 else ''}, {n} clients)"
+    why = where if cfg.workers == "auto" else ""
+    return f"workers: {cfg.workers}{why} -> {how}, {per}{each}"
 
 
 def _parameter_count(learner: Learner) -> int | None:

@@ -60,6 +60,10 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return torch.device(name)
 
 
+# Training steps on fewer samples run in the default layout on CPU (`_small_batch_layout`).
+SMALL_CHANNELS_LAST_BATCH = 8
+
+
 class TorchLearner(Learner):
     """Trains a PyTorch classifier with the paper's recipe (PAPER_NOTES defaults).
 
@@ -141,8 +145,27 @@ class TorchLearner(Learner):
 
     def _layout(self, t: torch.Tensor) -> torch.Tensor:
         if self.channels_last and t.dim() == 4:
+            if getattr(self, "_contiguous_now", False):
+                return t.contiguous()
             return t.contiguous(memory_format=torch.channels_last)
         return t
+
+    @contextlib.contextmanager
+    def _small_batch_layout(self, n: int) -> Iterator[None]:
+        """A training step on fewer than SMALL_CHANNELS_LAST_BATCH samples (an epoch's last
+        batch) runs in the default layout on CPU: on torch 2.13.0's CPU the channels-last
+        backward of a 1x1 stride-2 convolution was reported to corrupt the heap at batch size 3
+        and abort the process (issue 37). Parameters keep their objects (the optimizer's)."""
+        if not (self.channels_last and self.device.type == "cpu" and n < SMALL_CHANNELS_LAST_BATCH):
+            yield
+            return
+        self.model.to(memory_format=torch.contiguous_format)
+        self._contiguous_now = True
+        try:
+            yield
+        finally:
+            self._contiguous_now = False
+            self.model.to(memory_format=torch.channels_last)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.precision == "bf16":
@@ -205,18 +228,19 @@ class TorchLearner(Learner):
                 for idx in self._batches(len(xs), epochs):
                     if len(idx) < 2 and self._skip_single:
                         continue
-                    xb = xs[idx]
-                    if self.train_augmentation is not None:
-                        xb = self._layout(self.train_augmentation(xb, self._generator))
-                    with self._autocast():
-                        logits = self.model(xb)
-                        loss = F.cross_entropy(logits, ys[idx])
-                    total += loss.item() * len(idx)
-                    for term in extra_losses:
-                        loss = loss + term(xs[idx], logits)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
+                    with self._small_batch_layout(len(idx)):
+                        xb = self._layout(xs[idx])
+                        if self.train_augmentation is not None:
+                            xb = self._layout(self.train_augmentation(xb, self._generator))
+                        with self._autocast():
+                            logits = self.model(xb)
+                            loss = F.cross_entropy(logits, ys[idx])
+                        total += loss.item() * len(idx)
+                        for term in extra_losses:
+                            loss = loss + term(self._layout(xs[idx]), logits)
+                        opt.zero_grad(set_to_none=True)
+                        loss.backward()
+                        opt.step()
                     count += len(idx)
             finally:
                 for n in frozen:
@@ -367,20 +391,21 @@ class TorchLearner(Learner):
                 for idx in self._batches(len(xs), 1):
                     if len(idx) < 2 and self._skip_single:
                         continue
-                    xb, wb = xs[idx], None if ws is None else ws[idx]
-                    with self._autocast():
-                        clean = self.model(xb)
-                        main = kl_to_targets(clean.float(), ts[idx], wb)
-                        loss = main
-                        if lam > 0:
-                            reg = self._consistency(xb, clean.float(), wb)
-                            loss = main + lam * reg
-                            total_reg += float(reg.item()) * len(idx)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if self.clip_norm is not None:
-                        nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
-                    opt.step()
+                    with self._small_batch_layout(len(idx)):
+                        xb, wb = self._layout(xs[idx]), None if ws is None else ws[idx]
+                        with self._autocast():
+                            clean = self.model(xb)
+                            main = kl_to_targets(clean.float(), ts[idx], wb)
+                            loss = main
+                            if lam > 0:
+                                reg = self._consistency(xb, clean.float(), wb)
+                                loss = main + lam * reg
+                                total_reg += float(reg.item()) * len(idx)
+                        opt.zero_grad(set_to_none=True)
+                        loss.backward()
+                        if self.clip_norm is not None:
+                            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+                        opt.step()
                     total += main.item() * len(idx)
                     count += len(idx)
                 kl_epochs.append(total / max(count, 1))

@@ -1,0 +1,142 @@
+"""`workers: auto` (the default): a run's records are those of a serial `threads: 1` run at any
+worker count, COSMOS's cluster models included, and the header says what auto chose."""
+
+import os
+
+import numpy as np
+import pytest
+
+from cosmosfl.engines import workers as workers_module
+from cosmosfl.engines.workers import WorkerPool, resolve_workers
+from cosmosfl.experiment.config import ConfigError, load_config
+from cosmosfl.experiment.runner import describe_parallelism, parallelism, run_experiment
+
+# Six clients, three clusters: COSMOS trains three server models per round, so with two or
+# more workers they are distilled in the workers.
+TINY = [
+    "rounds=2",
+    "data.num_clients=6",
+    "clients.models={mlp: 0.5, logistic_regression: 0.5}",
+    "algorithm.target_clusters=3",
+    "algorithm.pretrain_epochs=2",
+    "algorithm.local_epochs=1",
+    "algorithm.server_epochs=1",
+    "algorithm.distill_epochs=1",
+]
+
+
+def strip(records):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
+def run(overrides):
+    """The records of a run; `threads` unset unless `overrides` set it (default.yaml has 1)."""
+    cfg = load_config("configs/default.yaml", [*TINY, "threads=null", *overrides])
+    return strip(run_experiment(cfg, progress=False).records)
+
+
+def test_records_equal_serial_threads_1_at_any_worker_count(monkeypatch, request):
+    monkeypatch.chdir(request.config.rootpath)
+    serial = run(["workers=1", "threads=1"])
+    assert serial[0]["K"] == 3
+    assert run(["workers=2"]) == serial  # threads unset: one per process
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 4)
+    monkeypatch.setattr(workers_module, "AUTO_MIN_VALUES", 0)  # digits is small: parallel anyway
+    assert parallelism(load_config("configs/default.yaml", TINY))[0] == 4
+    assert run([]) == serial  # the default, workers: auto -> 4 here
+
+
+def square_plus(public_x, item):
+    """Module-level, as map_public requires."""
+    return float(public_x.sum()) + item * item, os.getpid()
+
+
+def fail_on_two(public_x, item):
+    if item == 2:
+        raise ValueError("item two")
+    return item
+
+
+def test_map_runs_in_the_workers_in_order_and_survives_an_error(monkeypatch, request):
+    from cosmosfl.client import Client
+    from cosmosfl.learners.sklearn import SklearnLearner
+
+    monkeypatch.syspath_prepend(str(request.config.rootpath))  # this module, by name
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = np.zeros((4, 2), np.float32), np.array([0, 1, 0, 1])
+    clients = [
+        Client(i, SklearnLearner(LogisticRegression(), num_classes=2), (x, y), (x, y))
+        for i in range(3)
+    ]
+    public = np.ones((5, 2), np.float32)
+    pool = WorkerPool(clients, 2, public_x=public)
+    try:
+        out = pool.map(square_plus, [0, 1, 2, 3, 4])
+        assert [v for v, _ in out] == [10.0, 11.0, 14.0, 19.0, 26.0]
+        pids = {pid for _, pid in out}
+        assert len(pids) == 2 and os.getpid() not in pids
+        with pytest.raises(RuntimeError, match="item two"):
+            pool.map(fail_on_two, [0, 1, 2, 3])
+        assert pool.map(fail_on_two, [5, 6]) == [5, 6]  # both workers still serve
+    finally:
+        pool.close()
+
+
+def test_algorithms_map_falls_back_to_a_loop_without_engine_support():
+    from cosmosfl.algorithms.base import map_public
+
+    class Bare:  # an engine without map_public (e.g. Flower's federation)
+        public_x = np.ones((2, 2))
+
+    assert [v for v, _ in map_public(Bare(), square_plus, [1, 2])] == [5.0, 8.0]
+
+
+def test_auto_is_serial_for_small_data(monkeypatch):
+    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.experiment.build import build_experiment
+
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 2)
+    exp = build_experiment(load_config("configs/default.yaml", TINY))  # digits: 0.2 M values
+    engine = SimulationEngine(exp.clients, exp.public_x, workers="auto")
+    assert engine.workers == 1
+    monkeypatch.setattr(workers_module, "AUTO_MIN_VALUES", 0)
+    engine = SimulationEngine(exp.clients, exp.public_x, workers="auto")
+    try:
+        assert engine.workers == 2
+    finally:
+        engine.close()
+
+
+def test_auto_resolves_per_core_and_client(monkeypatch):
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 16)
+    assert resolve_workers("auto", 10) == 10
+    assert resolve_workers("auto", 40) == 16
+    assert resolve_workers("auto", 40, threads=4) == 4
+    assert resolve_workers(3, 40) == 3
+    assert resolve_workers("auto", 40, data_values=10**5) == 1  # small data: serial
+    assert resolve_workers("auto", 40, data_values=10**8) == 16
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 1)
+    assert resolve_workers("auto", 40) == 1  # serial on one core
+    with pytest.raises(ValueError, match="workers"):
+        resolve_workers(0, 4)
+
+
+def test_header_says_what_auto_chose(monkeypatch):
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 2)
+    cfg = load_config("configs/default.yaml", ["threads=null"])
+    assert cfg.workers == "auto"
+    assert parallelism(cfg) == (2, 1)
+    assert describe_parallelism(cfg) == (  # show-config: the data is not loaded
+        "workers: auto (2 usable cores, 10 clients) -> up to 2 worker processes "
+        "(serial when the data is small), 1 torch thread each"
+    )
+    assert describe_parallelism(cfg, workers=2) == (  # the run header: the engine's choice
+        "workers: auto (2 usable cores, 10 clients) -> 2 worker processes, 1 torch thread each"
+    )
+    assert "serial in this process (the data is small" in describe_parallelism(cfg, workers=1)
+    serial = load_config("configs/default.yaml", ["workers=1", "threads=null"])
+    assert parallelism(serial) == (1, None)  # today's serial run: torch's default threads
+    assert describe_parallelism(serial).startswith("workers: 1 -> serial in this process")
+    with pytest.raises(ConfigError, match="workers = 'many'"):
+        load_config("configs/default.yaml", ["workers=many"])
