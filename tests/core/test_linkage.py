@@ -6,7 +6,14 @@ import pytest
 from sklearn.metrics import silhouette_score
 
 from cosmosfl.core.cluster_choice import choose_clusters
-from cosmosfl.core.linkage import average_linkage, cut, heights_for, silhouette, widest_gap_k
+from cosmosfl.core.linkage import (
+    average_linkage,
+    cut,
+    heights_for,
+    silhouette,
+    silhouette_k,
+    widest_gap_k,
+)
 
 
 def random_distances(n, seed):
@@ -45,3 +52,45 @@ def test_hand_computed_average_linkage():
     # A fixed B0 cuts the dendrogram at that height.
     at = choose_clusters(d, "average-linkage", threshold=1.5)
     assert at.clusters == [[0, 1], [2], [3]] and at.join == 2.0
+
+
+def _silhouette_k_from_scratch(d: np.ndarray, tree: np.ndarray) -> int:
+    """The definition: score every cut(tree, n, k) from scratch, first best K wins."""
+    n, best_k, best = d.shape[0], 1, -np.inf
+    for k in range(2, n):
+        clusters = cut(tree, n, k)
+        if not 2 <= len(clusters) <= n - 1:
+            continue
+        labels = np.empty(n, dtype=int)
+        for label, members in enumerate(clusters):
+            labels[members] = label
+        score = silhouette(d, labels)
+        if score > best + 1e-12:
+            best_k, best = len(clusters), score
+    return best_k
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_silhouette_k_in_one_pass_equals_scoring_every_cut(seed):
+    # Integer points make tied merge heights, where fcluster's maxclust gives fewer clusters
+    # than asked; repeated points make zero distances.
+    rng = np.random.default_rng(seed)
+    for trial in range(30):
+        n = int(rng.integers(3, 30))
+        x = rng.normal(size=(n, 3))
+        if trial % 3 == 0:
+            x = np.round(x)
+        if trial % 4 == 0:
+            x = np.repeat(x[: max(1, n // 3)], 3, axis=0)[:n]
+        d = np.abs(x[:, None] - x[None]).sum(-1)
+        tree = average_linkage(d)
+        assert silhouette_k(d, tree) == _silhouette_k_from_scratch(d, tree)
+
+
+def test_silhouette_k_finds_planted_groups_among_many_clients():
+    # 600 clients in 7 tight groups: K = 7, found without scoring 600 cuts from scratch.
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=10.0, size=(7, 4))
+    x = centres[np.arange(600) % 7] + rng.normal(scale=0.1, size=(600, 4))
+    d = np.abs(x[:, None] - x[None]).sum(-1)
+    assert silhouette_k(d, average_linkage(d)) == 7
