@@ -36,6 +36,7 @@ def same_work_overrides(a: argparse.Namespace) -> list[str]:
         f"algorithm.server_epochs={e}", f"algorithm.distill_epochs={e}",
         "algorithm.server_model=alexnet", "algorithm.server_width=1.0",
         "algorithm.server_lr=1.0e-3", "algorithm.server_batch_size=32",
+        "algorithm.clustering=greedy",  # Algorithm 1, as the official code
         "algorithm.distance=l2", "algorithm.target_clusters=5", f"algorithm.lam={a.lam}",
         "algorithm.client_weights=uniform", "algorithm.temperature=1.0",
         "algorithm.aggregation=mean",

@@ -11,7 +11,7 @@ Every cell runs in a child process of its own (cells share no heap), one torch t
 stopped when its resident memory passes --memory-limit-gib ("broke: memory"; its data segment
 is also capped 0.5 GiB above, so an allocation past that fails) or its wall time
 --timeout ("timeout"). Two kinds of cell, both COSMOS on MNIST (paper split, 5 class groups,
-target_clusters 5, λ = 5, every epoch count 1, 2 rounds):
+Algorithm 1 with target_clusters 5, λ = 5, every epoch count 1, 2 rounds):
 
 - `train:NxU` is `cosmosfl run` (run_experiment: run directory, metrics.jsonl, checkpoints)
   with mlp x0.125 clients (25,818 parameters), an mlp server model, batch size 128: the whole
@@ -94,6 +94,7 @@ def train_config(n: int, u: int, data_dir: str, rounds: int) -> dict[str, Any]:
         },
         "algorithm": {
             "name": "cosmos",
+            "clustering": "greedy",  # Algorithm 1: the documented cells were measured with it
             "target_clusters": 5,
             "pretrain_epochs": 1,
             "local_epochs": 1,
@@ -259,6 +260,7 @@ def _server_cell(spec: dict[str, Any], events: _Events) -> None:
     ]
     events("built", text=f"server cell: {n} stub clients, |U| = {u}")
     algorithm = Cosmos(
+        clustering="greedy",
         target_clusters=5,
         pretrain_epochs=1,
         local_epochs=1,

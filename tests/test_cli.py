@@ -87,6 +87,15 @@ def test_show_config_prints_resolved_values(request):
     proc = cli("show-config", "-c", "configs/default.yaml", "rounds=7", cwd=request.config.rootpath)
     assert proc.returncode == 0
     assert "rounds: 7" in proc.stdout and "target_clusters: 5" in proc.stdout
+    assert "# note:" not in proc.stdout  # default.yaml names its clustering
+
+
+def test_show_config_notes_a_changed_default_the_config_relies_on(request):
+    proc = cli("show-config", "-c", "configs/demo.yaml", cwd=request.config.rootpath)
+    assert proc.returncode == 0
+    assert "clustering: average-linkage" in proc.stdout
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("# note:")]
+    assert len(notes) == 1 and "algorithm.clustering: greedy" in notes[0]
 
 
 def test_overrides_may_follow_options(capsys, request, monkeypatch):

@@ -53,7 +53,7 @@ def test_cosmos_round_1_with_fewer_answers_than_target_clusters_clusters_later()
     # 4 answers for target_clusters=5 make 4 singletons (B0 = 0): nothing to place newcomers
     # by, so when the others answer, everyone seen is clustered as in a normal round 1.
     engine, _ = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c >= 4 else None)
-    algo = ALGORITHMS["cosmos"]()
+    algo = ALGORITHMS["cosmos"](clustering="greedy")  # Algorithm 1's B0 = 0
     with torch.random.fork_rng(devices=[]):
         first = engine.run_round(algo, 1, 2)
         assert first["K"] == 4 and first["threshold"] == 0.0

@@ -14,13 +14,14 @@ from .test_baselines import digits_federation
 
 FAST = {"pretrain_epochs": 2, "local_epochs": 1}
 ALGORITHMS = {
-    "cosmos": lambda: Cosmos(
+    "cosmos": lambda **settings: Cosmos(
         **FAST,
         server_epochs=1,
         distill_epochs=1,
         server_lr=1e-3,
         server_model="mlp",
         server_learner=torch_server_learner("mlp", distill_lr=1e-3),
+        **settings,
     ),
     "fedmd": lambda: FedMD(**FAST, distill_epochs=1),
     "fedct": lambda: FedCT(**FAST),

@@ -1,4 +1,5 @@
 import pytest
+import yaml
 
 from cosmosfl.experiment.build import client_model_names
 from cosmosfl.experiment.config import (
@@ -10,10 +11,11 @@ from cosmosfl.experiment.config import (
 )
 
 
-def test_defaults_are_the_papers():
+def test_defaults_are_the_papers_but_the_clustering():
     cfg = config_from_dict({})
     alg = cfg.algorithm  # resolved: every setting present, defaults included
-    assert alg["name"] == "cosmos" and alg["threshold"] is None and alg["target_clusters"] == 5
+    assert alg["name"] == "cosmos" and alg["threshold"] is None and alg["target_clusters"] is None
+    assert (alg["clustering"], alg["threshold_rule"]) == ("average-linkage", "silhouette")
     assert (alg["lam"], alg["temperature"], alg["aggregation"], alg["distance"]) == (
         5.0,
         1.0,
@@ -153,3 +155,35 @@ def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_pat
     assert client_model_names(from_file.clients.models, 10) == client_model_names(
         from_override.clients.models, 10
     )
+
+
+def test_the_papers_clustering_is_one_setting_away():
+    alg = config_from_dict({"algorithm": {"clustering": "greedy"}}).algorithm
+    assert (alg["threshold_rule"], alg["target_clusters"], alg["threshold"]) == ("target", 5, None)
+    # A K or B0 given with the default clustering cuts the dendrogram there.
+    alg = config_from_dict({"algorithm": {"target_clusters": 3}}).algorithm
+    assert (alg["clustering"], alg["threshold_rule"], alg["target_clusters"]) == (
+        "average-linkage",
+        "target",
+        3,
+    )
+
+
+def test_a_config_relying_on_a_changed_default_gets_a_notice_that_is_not_a_setting():
+    relying = config_from_dict({"algorithm": {"name": "cosmos", "lam": 1.0}})
+    assert len(relying.notices) == 1 and "algorithm.clustering: greedy" in relying.notices[0]
+    assert "notices" not in relying.to_dict() and "notice" not in dump_config(relying)
+    named = config_from_dict(
+        {"algorithm": {"name": "cosmos", "lam": 1.0, "clustering": "average-linkage"}}
+    )
+    assert named.notices == [] and named == relying  # same settings, only the notice differs
+    # A run directory's config.yaml names every setting: reloading it says nothing.
+    assert config_from_dict(yaml.safe_load(dump_config(relying))).notices == []
+    assert config_from_dict({"algorithm": {"name": "local"}}).notices == []
+
+
+@pytest.mark.parametrize("name", ["default", "paper-cifar10", "fmnist-paper", "cifar10-cpu"])
+def test_configs_with_reported_figures_name_the_papers_clustering(repo_root, name):
+    cfg = load_config(repo_root / "configs" / f"{name}.yaml")
+    assert cfg.notices == []
+    assert (cfg.algorithm["clustering"], cfg.algorithm["threshold_rule"]) == ("greedy", "target")

@@ -457,6 +457,8 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     cfg = _load(args)
     print(dump_config(cfg), end="")
     print(f"# on this machine: {describe_parallelism(cfg)}")  # what workers: auto resolves to
+    for notice in cfg.notices:
+        print(f"# note: {notice}")
     return 0
 
 

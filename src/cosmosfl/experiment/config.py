@@ -135,9 +135,13 @@ class ExperimentConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
     sites: SitesConfig = field(default_factory=SitesConfig)  # sites with their own files
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
+    # What the config relies on that changed (a default it does not set), said in show-config
+    # and the run header; not a setting, so not in to_dict.
+    notices: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        del out["notices"]
         if self.sites == SitesConfig():  # the partition mode: configs read as before sites
             del out["sites"]
         return out
@@ -402,8 +406,16 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     if isinstance(algorithm, dict) and "name" not in algorithm:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
     top.algorithm = validate_algorithm(algorithm)
+    top.notices = changed_default_notices(algorithm)
     _check_ranges(top)
     return top
+
+
+def changed_default_notices(algorithm: dict[str, Any]) -> list[str]:
+    """The notices of the algorithm's changed defaults (its class's `changed_defaults`) that
+    the raw `algorithm` section relies on by not setting them."""
+    changed = getattr(settings_class(algorithm["name"]), "changed_defaults", {})
+    return [notice for key, notice in changed.items() if key not in algorithm]
 
 
 def _check_ranges(cfg: ExperimentConfig) -> None:

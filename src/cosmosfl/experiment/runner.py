@@ -261,6 +261,8 @@ def _run_federated(
             threads=parallelism(cfg)[1] or 1,
         )
         reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
+    for notice in cfg.notices:
+        reporter.log(f"note: {notice}")
     config_text = dump_config(cfg)
     try:
         with reporter.running(cfg.rounds):
