@@ -27,3 +27,17 @@ def test_run_header_notes_the_changed_clustering_default_once(clustering, noted)
     assert len(notes) == (1 if noted else 0)
     if noted:
         assert "algorithm.clustering: greedy" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "noted"),
+    [([], True), (["cosmos.clustering=greedy"], False), (["algorithm.clustering=greedy"], False)],
+)
+def test_compare_notes_the_changed_default_once_for_all_its_runs(tmp_path, overrides, noted):
+    from cosmosfl.experiment.compare import plan_compare
+
+    base = {**TINY, "algorithm": {"name": "cosmos", **EPOCHS}}
+    plan = plan_compare(base, ["cosmos", "local"], [1, 2], tmp_path, overrides)
+    notes = [line for line in plan.describe() if line.strip().startswith("note:")]
+    assert len(notes) == (1 if noted else 0)
+    assert all(run.config.notices == [] for run in plan.runs)  # not once per run

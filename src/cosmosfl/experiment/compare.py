@@ -30,6 +30,7 @@ from cosmosfl.experiment.config import (
     ExperimentConfig,
     algorithm_options,
     apply_overrides,
+    changed_default_notices,
     config_from_dict,
     dump_config,
     flatten,
@@ -76,6 +77,8 @@ class ComparePlan:
     settings: dict[str, dict[str, Any]]  # per algorithm: copied + per-algorithm overrides
     overrides: list[str] = field(default_factory=list)
     runs: list[PlannedRun] = field(default_factory=list)
+    # Changed defaults the comparison relies on (said once here, not in every run's header).
+    notices: list[str] = field(default_factory=list)
 
     def describe(self) -> list[str]:
         """What will run, and which settings each algorithm takes from the base config."""
@@ -87,6 +90,7 @@ class ComparePlan:
             shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
             lines.append(f"  {algorithm}: {shown}")
         lines.append(f"  not copied from the base algorithm section: {', '.join(NOT_COPIED)}")
+        lines += [f"  note: {notice}" for notice in self.notices]
         return lines
 
 
@@ -165,7 +169,9 @@ def plan_compare(
     parse_algorithms(",".join(algorithms))
     parse_seeds(",".join(map(str, seeds)))
     common, per = split_overrides(overrides, algorithms)
-    base = config_from_dict(apply_overrides(base_raw, common))
+    base_with_common = apply_overrides(base_raw, common)
+    base = config_from_dict(base_with_common)
+    given = set(base_with_common.get("algorithm") or {})  # the keys the user wrote
     make_tracker(base.tracking, "check")  # a missing tracking package fails before any run
     section = {k: v for k, v in base.algorithm.items() if k != "name"}
     plan = ComparePlan(Path(out), base, algorithms, seeds, {}, list(overrides))
@@ -174,6 +180,10 @@ def plan_compare(
         own = algorithm == base.algorithm["name"]  # the base algorithm keeps all its settings
         copied = {k: v for k, v in section.items() if k in options and (own or k not in NOT_COPIED)}
         plan.settings[algorithm] = {**copied, **per[algorithm]}
+        written = {k: None for k in (given if own else set()) | set(per[algorithm])}
+        for notice in changed_default_notices({**written, "name": algorithm}):
+            if notice not in plan.notices:
+                plan.notices.append(notice)
         for seed in seeds:
             raw = base.to_dict()
             raw["seed"] = seed
