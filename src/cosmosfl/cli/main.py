@@ -254,7 +254,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from cosmosfl.engines.progress import format_kb
-    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.experiment.runner import resume_experiment, run_experiment
     from cosmosfl.experiment.summary import exclusion_warning
 
@@ -395,8 +395,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.assemble import parse_cell, read_assembly, write_assembled_report
-    from cosmosfl.experiment.config import ConfigError
     from cosmosfl.experiment.contrasts import parse_base
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.experiment.report import write_report
     from cosmosfl.experiment.sweep import read_sweep
 
@@ -508,7 +508,7 @@ def deprecations_shown() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.engines.simulation import ParticipationError
-    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.learners.torch import DeviceUnavailableError
     from cosmosfl.models import UnknownModelError
 

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "ConfigError": "cosmosfl.experiment.config",
+    "ConfigError": "cosmosfl.experiment.errors",
     "ExperimentConfig": "cosmosfl.experiment.config",
     "SimulationResult": "cosmosfl.experiment.result",
     "build_experiment": "cosmosfl.experiment.build",
@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from cosmosfl.experiment.build import build_experiment
     from cosmosfl.experiment.centralized import run_centralized
     from cosmosfl.experiment.compare import plan_compare, run_compare
-    from cosmosfl.experiment.config import ConfigError, ExperimentConfig, load_config
+    from cosmosfl.experiment.config import ExperimentConfig, load_config
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.experiment.inprocess import simulate
     from cosmosfl.experiment.report import write_report
     from cosmosfl.experiment.result import SimulationResult

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from cosmosfl.experiment.client_gains import GAINS_MD, GAINS_PNG, cells_gains_markdown
-from cosmosfl.experiment.config import ConfigError
 from cosmosfl.experiment.contrasts import paired_text
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.rundir import write_atomic
 from cosmosfl.experiment.runset import RunSet, algorithm_order, display_name, load_runs, role
 from cosmosfl.experiment.stats import accuracy_rows, mean_sem

@@ -32,8 +32,8 @@ from cosmosfl.experiment.ablation import (
     is_numeric,
     write_sweep_report,
 )
-from cosmosfl.experiment.config import ConfigError
 from cosmosfl.experiment.contrasts import set_contrasts
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.rundir import write_atomic
 from cosmosfl.experiment.runset import Run, RunSet, algorithm_order, display_name, load_runs
 from cosmosfl.experiment.sweep import parse_value, value_text

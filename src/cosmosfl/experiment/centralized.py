@@ -24,7 +24,7 @@ from cosmosfl.core.constraints import check_instance
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.experiment.build import make_learner
-from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.models.registry import model_names
 

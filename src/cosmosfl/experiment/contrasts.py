@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.stats import paired_difference
 from cosmosfl.experiment.sweep import parse_value, value_text
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from cosmosfl.algorithms.registry import ALGORITHMS
-from cosmosfl.experiment.config import ConfigError, reference_runs
+from cosmosfl.experiment.config import reference_runs
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.rundir import METRICS, SUMMARY, read_records, read_summary
 
 PROPOSED = "cosmos"
