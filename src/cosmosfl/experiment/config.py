@@ -27,6 +27,7 @@ from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import parse_models
+from cosmosfl.experiment.references import REFERENCE_RUNS
 from cosmosfl.learners.torch import NEIGHBOUR_BN, PRECISIONS
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE
 
@@ -222,10 +223,8 @@ def reference_runs() -> dict[str, type]:
 
     They are reported beside the algorithms but are not in the algorithm registry, because they
     may do what no protocol may (the centralized reference pools private data); see
-    experiment/centralized.py. Imported on use: that module builds on the runner.
+    experiment/references.py.
     """
-    from cosmosfl.experiment.centralized import REFERENCE_RUNS
-
     return dict(REFERENCE_RUNS)
 
 
