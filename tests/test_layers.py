@@ -26,6 +26,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("client", ("cosmosfl.client", "cosmosfl.handlers")),
     ("engines", ("cosmosfl.engines",)),
     ("experiment", ("cosmosfl.experiment", "cosmosfl.presets")),
+    # Reads run directories: may import experiment's readers (rundir, grid, catalog, errors);
+    # the experiment layer never imports it (runs write run directories, not reports).
+    ("reporting", ("cosmosfl.reporting",)),
+    # Old module paths of what moved up to reporting, kept as re-export shims for users.
+    ("compat", ("cosmosfl.experiment.report",)),
     ("apps", ("cosmosfl.apps", "cosmosfl.bench")),
     ("cli", ("cosmosfl.cli",)),
 ]
