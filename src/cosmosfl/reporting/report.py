@@ -112,7 +112,7 @@ def write_report(root: str | Path) -> Report:
     return Report(rows, comm, files, notes, table, gains)
 
 
-__all__ = [  # the report's own names, and those of runset.py and stats.py it re-exports
+__all__ = [  # the report's own names, and those of runset, stats and tables it re-exports
     "COSMOS_CLIENT_LABEL",
     "COSMOS_LOCAL_LABEL",
     "COSMOS_SELECTED_LABEL",
