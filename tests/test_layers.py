@@ -1,15 +1,27 @@
-"""Every import points down: no module of cosmosfl imports a layer above its own.
+"""Every import points down, and no imports go round in a cycle.
 
 The layers, lowest first, are declared once in `LAYERS` (docs/architecture.md gives the rule of
 each). Every module under src/cosmosfl is parsed with `ast`: module-level, function-level and
 `if TYPE_CHECKING:` imports, relative ones resolved against the importing package, and
-`importlib.import_module("...")` calls with a literal name. Imports within one layer are free.
+`importlib.import_module("...")` calls with a literal name. No module may import a layer above
+its own; within one layer imports are free, but no chain of them may lead back to where it
+started (`cycles`), across layers or within one.
+
+Every kind of import above counts for cycles, TYPE_CHECKING-only ones too: a type checker
+follows them, and an import deferred into a function or behind TYPE_CHECKING to dodge a cycle
+still ties the two modules together (a handler typed against `Client` while `Client` imports
+the handlers). Not counted: the import of a package's `__init__` that Python makes before any of
+its submodules (every submodule would otherwise be in a cycle with a package that re-exports
+it), and names a package re-exports lazily by a name -> module map (`cosmosfl.__init__`,
+`experiment/__init__`), which import nothing until they are used.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -26,6 +38,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("client", ("cosmosfl.client", "cosmosfl.handlers")),
     ("engines", ("cosmosfl.engines",)),
     ("experiment", ("cosmosfl.experiment", "cosmosfl.presets")),
+    # Reads run directories: may import experiment's readers (rundir, grid, catalog, errors);
+    # the experiment layer never imports it (runs write run directories, not reports).
+    ("reporting", ("cosmosfl.reporting",)),
+    # Old module paths of what moved up to reporting, kept as re-export shims for users.
+    ("compat", ("cosmosfl.experiment.report",)),
     ("apps", ("cosmosfl.apps", "cosmosfl.bench")),
     ("cli", ("cosmosfl.cli",)),
 ]
@@ -110,7 +127,12 @@ def violations(root: Path) -> list[str]:
                         )
                     continue
                 theirs = layer_of(t)
-                if theirs is None or theirs > own:
+                if theirs is not None and LAYERS[theirs][0] == "compat":
+                    found.append(
+                        f"{where}:{line}: {module} imports {t}, a compatibility shim; import "
+                        "the module it re-exports"
+                    )
+                elif theirs is None or theirs > own:
                     layer = "no layer" if theirs is None else LAYERS[theirs][0]
                     found.append(
                         f"{where}:{line}: {module} ({LAYERS[own][0]}) imports {t} ({layer})"
@@ -118,9 +140,102 @@ def violations(root: Path) -> list[str]:
     return found
 
 
+def import_graph(root: Path) -> dict[str, dict[str, int]]:
+    """For every module under the package directory `root`: the modules of the package it
+    imports (as `violations` reads them; `from pkg import sub` imports the submodule), each with
+    the first line that imports it."""
+    paths = {module_name(p, root)[0]: p for p in root.rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in sorted(paths.items()):
+        edges = graph.setdefault(module, {})
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, target, names in imports(tree, module, module_name(path, root)[1]):
+            targets = [f"{target}.{n}" if f"{target}.{n}" in paths else target for n in names]
+            for t in targets or [target]:
+                if t in paths and t != module:
+                    edges[t] = min(line, edges.get(t, line))
+    return graph
+
+
+def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module, each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def _shortest_cycle(graph: dict[str, dict[str, int]], start: str, members: set[str]) -> list[str]:
+    """The shortest chain of imports from `start` back to it through `members` (breadth
+    first), as [start, ..., start]."""
+    previous: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for w in sorted(graph[v]):
+            if w == start:
+                chain = [v]
+                while chain[-1] != start:
+                    chain.append(previous[chain[-1]])
+                return [*reversed(chain), start]
+            if w in members and w not in previous:
+                previous[w] = v
+                queue.append(w)
+    raise AssertionError(f"{start} is in no cycle")  # a component has one through each member
+
+
+def _file_of(module: str, root: Path) -> str:
+    """`module`'s file relative to the folder holding the package, as `violations` names it."""
+    path = root.parent.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    return path.relative_to(root.parent).as_posix()
+
+
+def cycles(root: Path) -> list[str]:
+    """One line per set of modules that import each other, for the package directory `root`:
+    the shortest cycle through its first module, each step with the file and line of its
+    import, as `import cycle: a (a.py:3) -> b (b.py:7) -> a`."""
+    graph = import_graph(root)
+    found = []
+    for component in _strongly_connected(graph):
+        loop = _shortest_cycle(graph, component[0], set(component))
+        steps = " -> ".join(f"{a} ({_file_of(a, root)}:{graph[a][b]})" for a, b in pairwise(loop))
+        line = f"import cycle: {steps} -> {loop[0]}"
+        if len(component) > len(loop) - 1:
+            line += f" (modules that import each other: {', '.join(component)})"
+        found.append(line)
+    return found
+
+
 def test_no_module_imports_a_layer_above_its_own() -> None:
     found = violations(SRC)
     assert not found, "imports that point up:\n" + "\n".join(found)
+
+
+def test_no_modules_import_each_other() -> None:
+    found = cycles(SRC)
+    assert not found, "import cycles:\n" + "\n".join(found)
 
 
 def test_every_module_is_checked() -> None:
@@ -131,6 +246,7 @@ def test_every_module_is_checked() -> None:
         "cosmosfl.engines.flower.federation",
         "cosmosfl.apps.flower.server_app",
         "cosmosfl.experiment.result",
+        "cosmosfl.reporting.report",
         "cosmosfl.cli.main",
     ):
         assert module in seen and layer_of(module) is not None
@@ -186,6 +302,68 @@ def test_the_checker_catches_planted_violations(tmp_path: Path) -> None:
     ]
 
 
+def test_nothing_in_cosmosfl_imports_a_compatibility_shim(tmp_path: Path) -> None:
+    pkg = _write(
+        tmp_path,
+        {
+            "cosmosfl/__init__.py": "",
+            "cosmosfl/experiment/__init__.py": "",
+            "cosmosfl/experiment/report.py": "from cosmosfl.reporting.report import *\n",
+            "cosmosfl/reporting/__init__.py": "",
+            "cosmosfl/reporting/report.py": "",
+            "cosmosfl/cli/__init__.py": "",
+            "cosmosfl/cli/main.py": "from cosmosfl.experiment.report import write_report\n",
+        },
+    )
+    assert violations(pkg) == [
+        "cosmosfl/cli/main.py:1: cosmosfl.cli.main imports cosmosfl.experiment.report, a "
+        "compatibility shim; import the module it re-exports"
+    ]
+
+
+def test_the_checker_catches_planted_cycles(tmp_path: Path) -> None:
+    pkg = _write(
+        tmp_path,
+        {
+            "cosmosfl/__init__.py": "",
+            # Two modules of one layer; the way back is deferred into a function, relative.
+            "cosmosfl/core/__init__.py": "",
+            "cosmosfl/core/a.py": "from cosmosfl.core import b\n",  # the submodule b
+            "cosmosfl/core/b.py": "def late():\n    from . import a\n",
+            # Three, closed by a TYPE_CHECKING import and an importlib call.
+            "cosmosfl/client/__init__.py": "from cosmosfl.client.c import C\n",  # not a cycle
+            "cosmosfl/client/c.py": (
+                "from typing import TYPE_CHECKING\n"
+                "\n"
+                "if TYPE_CHECKING:\n"
+                "    from cosmosfl.client.e import E\n"
+            ),
+            "cosmosfl/client/d.py": "import cosmosfl.client.c\n",
+            "cosmosfl/client/e.py": (
+                "import importlib\nimportlib.import_module('cosmosfl.client.d')\n"
+            ),
+            # Imports that go one way only, the package root's own name included.
+            "cosmosfl/data/__init__.py": "from cosmosfl.data.f import F\n",
+            "cosmosfl/data/f.py": "import numpy\nfrom cosmosfl.data import g\n",
+            "cosmosfl/data/g.py": "from cosmosfl import __version__\n",
+        },
+    )
+    assert cycles(pkg) == [
+        "import cycle: cosmosfl.client.c (cosmosfl/client/c.py:4) -> cosmosfl.client.e "
+        "(cosmosfl/client/e.py:2) -> cosmosfl.client.d (cosmosfl/client/d.py:1) -> "
+        "cosmosfl.client.c",
+        "import cycle: cosmosfl.core.a (cosmosfl/core/a.py:1) -> cosmosfl.core.b "
+        "(cosmosfl/core/b.py:2) -> cosmosfl.core.a",
+    ]
+    # One more module in a cycle is named beside the shortest cycle through the first.
+    (pkg / "core" / "z.py").write_text("from cosmosfl.core import b\n")
+    (pkg / "core" / "b.py").write_text("def late():\n    from . import a, z\n")
+    assert cycles(pkg)[1].endswith(
+        "-> cosmosfl.core.a (modules that import each other: cosmosfl.core.a, cosmosfl.core.b, "
+        "cosmosfl.core.z)"
+    )
+
+
 @pytest.mark.parametrize(
     ("module", "layer"),
     [
@@ -193,6 +371,9 @@ def test_the_checker_catches_planted_violations(tmp_path: Path) -> None:
         ("cosmosfl.apps.flower.client_app", "apps"),
         ("cosmosfl.client", "client"),
         ("cosmosfl.clientele", None),  # a prefix match is by whole names only
+        ("cosmosfl.reporting.plots", "reporting"),
+        ("cosmosfl.experiment.report", "compat"),  # the longest prefix wins
+        ("cosmosfl.experiment.reporter", "experiment"),
     ],
 )
 def test_layer_of(module: str, layer: str | None) -> None:

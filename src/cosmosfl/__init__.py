@@ -20,8 +20,8 @@ _EXPORTS = {
     "Cosmos": "cosmosfl.algorithms",
     "Local": "cosmosfl.algorithms",
     "Client": "cosmosfl.client",
-    "SimulationResult": "cosmosfl.experiment",
-    "simulate": "cosmosfl.experiment",
+    "SimulationResult": "cosmosfl.experiment.result",
+    "simulate": "cosmosfl.experiment.inprocess",
     "Learner": "cosmosfl.learners",
     "SklearnLearner": "cosmosfl.learners",
     "TorchLearner": "cosmosfl.learners",
@@ -58,8 +58,9 @@ if TYPE_CHECKING:
     from cosmosfl.algorithms import ALGORITHMS, Algorithm, Cosmos, Local
     from cosmosfl.client import Client
     from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
-    from cosmosfl.experiment import SimulationResult, simulate
+    from cosmosfl.experiment.inprocess import simulate
     from cosmosfl.experiment.preflight import PreflightError
+    from cosmosfl.experiment.result import SimulationResult
     from cosmosfl.learners import (
         Learner,
         LightGBMLearner,

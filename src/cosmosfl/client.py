@@ -13,18 +13,35 @@ from __future__ import annotations
 import traceback
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cosmosfl.core import protocol
 from cosmosfl.core.tasks import OWN_MODEL
-from cosmosfl.handlers.base import ClientHandlers
-from cosmosfl.handlers.default import HANDLERS as MODEL_AGNOSTIC
-from cosmosfl.handlers.default import label_prior_weights
+from cosmosfl.handlers.base import ClientHandlers, resolve_handlers
 from cosmosfl.learners.base import Learner
 
+if TYPE_CHECKING:
+    from cosmosfl.handlers.default import label_prior_weights
+
 __all__ = ["Client", "label_prior_weights"]
+
+
+def __getattr__(name: str) -> Any:
+    # label_prior_weights is the default distill handler's (handlers/default.py); still
+    # importable from here, looked up on use so that importing client.py loads no handler set.
+    if name == "label_prior_weights":
+        from cosmosfl.handlers.default import label_prior_weights
+
+        return label_prior_weights
+    raise AttributeError(f"module 'cosmosfl.client' has no attribute {name!r}")
+
+
+def _model_agnostic_handlers() -> ClientHandlers:
+    """The handlers a client has until an engine gives it its algorithm's: the model-agnostic
+    tasks (handlers/default.py), resolved by reference as an algorithm's are."""
+    return resolve_handlers(None)
 
 
 def _check_xy(name: str, data: tuple[np.ndarray, np.ndarray], client_id: int) -> None:
@@ -55,7 +72,9 @@ class Client:
     validation: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     # What each task does: the running algorithm's client side (engines set it from the
     # algorithm's `client_handlers`); by default the model-agnostic tasks.
-    handlers: ClientHandlers = field(default=MODEL_AGNOSTIC, repr=False, compare=False)
+    handlers: ClientHandlers = field(
+        default_factory=_model_agnostic_handlers, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         _check_xy("train", self.train, self.id)

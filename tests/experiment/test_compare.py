@@ -18,6 +18,7 @@ from cosmosfl.experiment.compare import (
 )
 from cosmosfl.experiment.config import ConfigError, config_from_dict
 from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.reporting.report import write_report
 
 BASE = {
     "rounds": 1,
@@ -135,9 +136,8 @@ def test_same_seed_gives_identical_splits_and_initial_clients_for_every_algorith
 def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkeypatch):
     algorithms = ["cosmos", "local", "centralized"]
     lines = []
-    outcome = run_compare(
-        plan_compare(BASE, algorithms, [1], tmp_path), progress=False, echo=lines.append
-    )
+    run_compare(plan_compare(BASE, algorithms, [1], tmp_path), progress=False, echo=lines.append)
+    report = write_report(tmp_path)  # running writes no report: the CLI calls the writer after
     assert lines[0] == f"[1/3] cosmos seed 1 ... -> {tmp_path / 'cosmos' / 'seed1'}"
     for a in algorithms:
         run = tmp_path / a / "seed1"
@@ -148,7 +148,7 @@ def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkey
         "algorithms:\n- cosmos\n- local\n- centralized" in (tmp_path / "compare.yaml").read_text()
     )
     # COSMOS: h_π(i) (reported), then f_i^(t,1) and f_i^(t,2) in protocol order.
-    assert [(r.algorithm, r.model) for r in outcome.report.rows] == [
+    assert [(r.algorithm, r.model) for r in report.rows] == [
         ("cosmos", "cluster_model"),
         ("cosmos", "local"),
         ("cosmos", "client_model"),

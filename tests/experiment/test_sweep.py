@@ -7,6 +7,7 @@ from cosmosfl.experiment import compare as compare_module
 from cosmosfl.experiment.compare import plan_compare
 from cosmosfl.experiment.config import ConfigError, dump_config
 from cosmosfl.experiment.sweep import folder_name, parse_grid, plan_sweep, run_sweep
+from cosmosfl.reporting.ablation import write_ablation_report
 
 BASE = {
     "rounds": 1,
@@ -146,6 +147,7 @@ def test_sweep_runs_resumes_and_guards_finished_runs(tmp_path, monkeypatch):
 
     lines = []
     outcome = run_sweep(plan(), progress=False, echo=lines.append)
+    write_ablation_report(tmp_path)  # running writes no report: the CLI calls the writer after
     assert (len(outcome.ran), len(outcome.skipped), len(outcome.shared)) == (6, 0, 2)
     doc = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
     assert doc["grid"][1] == {"key": "cosmos.lam", "values": [0, 1], "folders": [
@@ -250,6 +252,7 @@ def test_a_sweep_split_by_seed_and_algorithm_reports_every_finished_run(tmp_path
     doc = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
     assert doc["algorithms"] == ["local", "cosmos"]
     assert doc["seeds"] == [1, 2]
+    write_ablation_report(tmp_path)
     report = (tmp_path / "ablation-clients.lr.md").read_text()
     assert "1, 2 (n = 2)" in report  # local's seeds, from the first call
     # A different grid in the same folder replaces the description instead of mixing with it.

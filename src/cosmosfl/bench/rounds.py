@@ -15,7 +15,7 @@ import numpy as np
 from cosmosfl.bench.accuracy import _OverBudget, _time_box
 from cosmosfl.bench.common import Report
 from cosmosfl.bench.configs import cifar_config, find_data_dir
-from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.errors import ConfigError
 
 PHASES = (
     "local_training",

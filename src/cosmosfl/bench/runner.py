@@ -117,7 +117,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.errors import ConfigError
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",

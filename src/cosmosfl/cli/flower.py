@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.errors import ConfigError
 
 DESCRIPTION = """Run a cosmosfl config on Flower (needs `pip install 'cosmosfl[flower]'`).
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from collections.abc import Iterator
@@ -12,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from cosmosfl import __version__
-from cosmosfl.cli import presets
+from cosmosfl.cli import batch, presets, report
+from cosmosfl.cli.options import add_config_args, add_tracking_args, tracking_overrides
 from cosmosfl.experiment.preflight import PreflightError
 
 EPILOG = """examples:
@@ -39,54 +39,6 @@ EPILOG = """examples:
 """
 
 
-def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
-    presets.add_preset_arg(p)
-    p.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
-    p.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="key=value",
-        help="override config values, e.g. rounds=3 algorithm.target_clusters=4",
-    )
-
-
-def _add_tracking_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--tensorboard",
-        metavar="DIR",
-        help="log every round to TensorBoard under DIR (sets tracking.tensorboard; "
-        "needs pip install 'cosmosfl[tensorboard]')",
-    )
-    p.add_argument(
-        "--mlflow",
-        metavar="URI",
-        help="log every round to MLflow: a server (http://host:5000), a local store "
-        "(runs/mlflow.db) or 'default' (sets tracking.mlflow; needs pip install "
-        "'cosmosfl[mlflow]')",
-    )
-
-
-def _tracking_overrides(args: argparse.Namespace) -> list[str]:
-    """--tensorboard / --mlflow as config overrides (JSON-quoted: any path is a YAML string)."""
-    return [
-        f"tracking.{name}={json.dumps(value)}"
-        for name in ("tensorboard", "mlflow")
-        if (value := getattr(args, name, None)) is not None
-    ]
-
-
-def _add_batch_args(p: argparse.ArgumentParser, out: str, overrides_help: str) -> None:
-    """What compare and sweep share: seeds, output folder, --force, --quiet, tracking and
-    key=value overrides."""
-    p.add_argument("--seeds", "-s", default="1", help="comma-separated seeds (default: 1)")
-    p.add_argument("--out", "-o", default=out, help=f"output folder (default: {out})")
-    p.add_argument("--force", action="store_true", help="rerun finished runs whose config changed")
-    p.add_argument("--quiet", "-q", action="store_true", help="no per-round progress display")
-    _add_tracking_args(p)
-    p.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cosmosfl",
@@ -98,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one experiment and write a run directory")
-    _add_config_args(run)
+    add_config_args(run)
     run.add_argument("--out", "-o", help="run directory (default: runs/<algorithm>-seed<seed>)")
     run.add_argument("--force", action="store_true", help="overwrite a finished run directory")
     run.add_argument(
@@ -108,128 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
         "(its own config.yaml; no --config or overrides)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
-    _add_tracking_args(run)
+    add_tracking_args(run)
 
-    cmp = sub.add_parser(
-        "compare",
-        help="run several algorithms x seeds on identical splits (resumable), then report",
-        description="Run every algorithm with every seed on the same splits and initial client "
-        "models, into OUT/<algorithm>/seed<k>/; finished runs with the same config are skipped, "
-        "so re-running the command resumes. Ends with the report (see `cosmosfl report`).",
-    )
-    cmp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
-    presets.add_preset_arg(cmp)
-    cmp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
-    cmp.add_argument(
-        "--algorithms",
-        "-a",
-        help="comma-separated names, e.g. cosmos,fedmd,fedct,comet,local,centralized "
-        "(default: all of them)",
-    )
-    _add_batch_args(
-        cmp,
-        "runs/compare",
-        "override the base config (rounds=3, algorithm.local_epochs=2) or one algorithm's "
-        "settings (fedmd.distill_epochs=2, comet.num_clusters=5)",
-    )
-
-    swp = sub.add_parser(
-        "sweep",
-        help="a grid of config values x algorithms x seeds (resumable), then ablation plots",
-        description="Run every combination of the --grid values, each as a comparison of "
-        "--algorithms x --seeds on the same splits and initial client models as `cosmosfl "
-        "compare` gives for that setting, into OUT/<key1>=<v1>/<key2>=<v2>/<algorithm>/seed<k>/. "
-        "Finished runs with the same config are skipped, so re-running the command resumes. "
-        "Ends with ablation-<key>.md and .png per key (see `cosmosfl report`).",
-    )
-    swp.add_argument("--config", "-c", help="base YAML config (default: built-in defaults)")
-    presets.add_preset_arg(swp)
-    swp.add_argument("--data-dir", help="folder of .npz datasets (sets data.data_dir)")
-    swp.add_argument(
-        "--grid",
-        "-g",
-        action="append",
-        required=True,
-        metavar="KEY=V1,V2,...",
-        help="a config key (data.num_clients=5,10) or one algorithm's setting (cosmos.lam=0,5) "
-        'and its values, parsed like key=value overrides ("clients.models={mlp: 1},{cnn: 1}"); '
-        "repeat for a grid of several keys",
-    )
-    swp.add_argument(
-        "--algorithms", "-a", default="cosmos", help="comma-separated names (default: cosmos)"
-    )
-    _add_batch_args(
-        swp,
-        "runs/sweep",
-        "override the base config (rounds=3) or one algorithm's settings (fedmd.lam=1)",
-    )
-
-    report = sub.add_parser(
-        "report",
-        help="tables and plots of a compare or sweep folder",
-        description="On a compare folder: write table.md, table.tex, curves.png, "
-        "communication.md and clusters.png into DIR from the finished runs under "
-        "DIR/<algorithm>/seed<k>/, and with a `local` run client-gains.md and "
-        "client-gains.png (each client's gain over `local`, paired: who gains, who loses, "
-        "per client kind where they mix). On a sweep folder (with sweep.yaml): write "
-        "ablation-<key>.md and ablation-<key>.png for every swept key, and client-gains.md / "
-        ".png per cell with `local`. With --key and --cell: the same ablation report from "
-        "separately run compare folders, into DIR (docs/sweeps.md).",
-    )
-    report.add_argument(
-        "dir",
-        help="the folder `cosmosfl compare` or `cosmosfl sweep` wrote; with --cell, the folder "
-        "to write the ablation report into",
-    )
-    report.add_argument(
-        "--key",
-        action="append",
-        default=[],
-        help="with --cell: the setting the cells differ in (e.g. cosmos.temperature); repeat for "
-        'a grid of several keys, each cell\'s value then a list (--cell "[10, 0]=DIR")',
-    )
-    report.add_argument(
-        "--cell",
-        action="append",
-        default=[],
-        metavar="VALUE=DIR",
-        help="one value of --key and a compare folder run with it (repeat; the folders of one "
-        "value, then --shared, fill its cell in order, each adding the algorithms the ones before "
-        "it lack)",
-    )
-    report.add_argument(
-        "--shared",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="with --cell: a compare folder whose runs do not depend on --key (e.g. local, "
-        "COMET); fills the algorithms a cell has no run of",
-    )
-    report.add_argument(
-        "--base",
-        metavar="[KEY=]VALUE",
-        help="ablation reports: add a column with each row's paired difference to the same "
-        "series at this value",
-    )
-    report.add_argument(
-        "--versus",
-        metavar="ALG[,ALG...]",
-        help="ablation reports: add a column per algorithm with each row's paired difference "
-        "to that algorithm's reported model in the same cell",
-    )
+    batch.add_parsers(sub)
+    report.add_parser(sub)
 
     from cosmosfl.cli import partition
 
-    partition.add_parser(sub, _add_config_args)
+    partition.add_parser(sub, add_config_args)
 
     show = sub.add_parser("show-config", help="print the fully resolved config")
-    _add_config_args(show)
+    add_config_args(show)
 
     presets.add_parser(sub)
 
     from cosmosfl.cli import flower
 
-    flower.add_parser(sub, _add_config_args)
+    flower.add_parser(sub, add_config_args)
 
     bench = sub.add_parser(
         "bench",
@@ -246,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace):
     from cosmosfl.experiment.config import load_config
 
-    overrides = list(args.overrides) + _tracking_overrides(args)
+    overrides = list(args.overrides) + tracking_overrides(args)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     return load_config(presets.config_source(args), overrides)
@@ -254,7 +101,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from cosmosfl.engines.progress import format_kb
-    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.experiment.runner import resume_experiment, run_experiment
     from cosmosfl.experiment.summary import exclusion_warning
 
@@ -321,121 +168,11 @@ def _resume_tracker(args: argparse.Namespace):
     from cosmosfl.experiment.rundir import CONFIG
     from cosmosfl.experiment.tracking import make_tracker
 
-    given = _tracking_overrides(args)
+    given = tracking_overrides(args)
     if not given or not (Path(args.resume) / CONFIG).is_file():
         return None  # the run's own tracking section (resume_experiment reports a bad DIR)
     cfg = load_config(Path(args.resume) / CONFIG, given)
     return make_tracker(cfg.tracking, Path(args.resume).name)
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from cosmosfl.experiment.compare import (
-        known_names,
-        parse_algorithms,
-        parse_seeds,
-        plan_compare,
-        run_compare,
-    )
-    from cosmosfl.experiment.config import read_config_file
-
-    source = presets.config_source(args)
-    raw = read_config_file(source) if source else {}
-    overrides = list(args.overrides) + _tracking_overrides(args)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
-    algorithms = parse_algorithms(args.algorithms or ",".join(known_names()))
-    plan = plan_compare(raw, algorithms, parse_seeds(args.seeds), args.out, overrides)
-    print("\n".join(plan.describe()))
-    try:
-        outcome = run_compare(plan, force=args.force, progress=not args.quiet)
-    except KeyboardInterrupt:
-        print(
-            "cosmosfl: interrupted; run the same command again to resume "
-            "(finished runs are skipped)",
-            file=sys.stderr,
-        )
-        return 130
-    print(f"\n{len(outcome.ran)} runs done, {len(outcome.skipped)} already finished\n")
-    print(outcome.report.text())
-    return 0
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from cosmosfl.experiment.compare import parse_algorithms, parse_seeds
-    from cosmosfl.experiment.config import read_config_file
-    from cosmosfl.experiment.sweep import parse_grid, plan_sweep, run_sweep
-
-    source = presets.config_source(args)
-    raw = read_config_file(source) if source else {}
-    overrides = list(args.overrides) + _tracking_overrides(args)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
-    axes = [parse_grid(text) for text in args.grid]
-    algorithms = parse_algorithms(args.algorithms)
-    plan = plan_sweep(raw, axes, algorithms, parse_seeds(args.seeds), args.out, overrides)
-    print("\n".join(plan.describe()))
-    try:
-        outcome = run_sweep(plan, force=args.force, progress=not args.quiet)
-    except KeyboardInterrupt:
-        print(
-            "cosmosfl: interrupted; run the same command again to resume "
-            "(finished runs are skipped)",
-            file=sys.stderr,
-        )
-        return 130
-    skipped = len(outcome.skipped) + len(outcome.shared)
-    print(
-        f"\n{len(outcome.ran)} runs trained, {skipped} of {len(plan.runs)} skipped "
-        f"({len(outcome.skipped)} already finished, {len(outcome.shared)} the same run as "
-        "another cell's)\n"
-    )
-    print(outcome.report.text())
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from cosmosfl.experiment.assemble import parse_cell, read_assembly, write_assembled_report
-    from cosmosfl.experiment.config import ConfigError
-    from cosmosfl.experiment.contrasts import parse_base
-    from cosmosfl.experiment.report import write_report
-    from cosmosfl.experiment.sweep import read_sweep
-
-    versus = [a.strip() for a in (args.versus or "").split(",") if a.strip()]
-    # On a redraw, --versus given (even empty: --versus '') replaces the saved one.
-    versus_given = args.versus is not None
-    if args.cell or args.key:
-        if not (args.cell and args.key):
-            raise ConfigError("report: --key and --cell go together (--key KEY --cell VALUE=DIR)")
-        cells = [parse_cell(text) for text in args.cell]
-        base = parse_base(args.base, args.key) if args.base else {}
-        report = write_assembled_report(args.dir, args.key, cells, args.shared, base, versus)
-        print(report.text())
-        return 0
-    if args.shared:
-        raise ConfigError("report: --shared goes with --key and --cell")
-    saved = read_assembly(args.dir)
-    if saved is not None:
-        base = parse_base(args.base, saved["keys"]) if args.base else saved["base"]
-        keys, cells, shared = saved["keys"], saved["cells"], saved["shared"]
-        versus = versus if versus_given else saved["versus"]
-        report = write_assembled_report(args.dir, keys, cells, shared, base, versus)
-        print(report.text())
-        return 0
-    doc = read_sweep(args.dir)
-    if doc is not None:
-        from cosmosfl.experiment.ablation import write_ablation_report
-
-        keys = [a["key"] for a in doc["grid"]]
-        base = parse_base(args.base, keys) if args.base else {}
-        print(write_ablation_report(args.dir, base, versus).text())
-        return 0
-    if args.base or versus:
-        raise ConfigError(
-            "report: --base and --versus apply to ablation reports (a sweep folder, or --key "
-            "with --cell); a compare folder's table.md compares algorithms already"
-        )
-    print(write_report(args.dir).text())
-    return 0
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
@@ -510,16 +247,16 @@ def deprecations_shown() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.engines.simulation import ParticipationError
-    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.learners.torch import DeviceUnavailableError
     from cosmosfl.models import UnknownModelError
 
     args = parse_args(build_parser(), argv)
     handlers = {
         "run": cmd_run,
-        "compare": cmd_compare,
-        "sweep": cmd_sweep,
-        "report": cmd_report,
+        "compare": batch.cmd_compare,
+        "sweep": batch.cmd_sweep,
+        "report": report.cmd_report,
         "partition": cmd_partition,
         "show-config": cmd_show_config,
         "presets": presets.run,

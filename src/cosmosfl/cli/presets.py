@@ -21,7 +21,7 @@ def config_source(args: argparse.Namespace) -> str | None:
     preset = getattr(args, "preset", None)
     if preset is None:
         return args.config
-    from cosmosfl.experiment.config import ConfigError
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.presets import preset_path
 
     if args.config:

@@ -1,4 +1,4 @@
-"""Experiments: config schema, runner, run directories, summaries, comparisons and reports.
+"""Experiments: config schema, runner, run directories, summaries, comparisons and sweeps.
 
 Names are imported on first use: a Flower ClientApp imports `experiment.runner` on every
 message (a process per message in deployment) and must not pay for comparisons, reports or
@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "ConfigError": "cosmosfl.experiment.config",
+    "ConfigError": "cosmosfl.experiment.errors",
     "ExperimentConfig": "cosmosfl.experiment.config",
     "SimulationResult": "cosmosfl.experiment.result",
     "build_experiment": "cosmosfl.experiment.build",
@@ -23,7 +23,8 @@ _EXPORTS = {
     "simulate": "cosmosfl.experiment.inprocess",
     "summarize": "cosmosfl.experiment.summary",
     "torch_server_learner": "cosmosfl.experiment.server_models",
-    "write_report": "cosmosfl.experiment.report",
+    # Reports moved up to their own layer (cosmosfl.reporting); still reachable from here.
+    "write_report": "cosmosfl.reporting.report",
     "write_run_directory": "cosmosfl.experiment.summary",
 }
 
@@ -40,7 +41,7 @@ __all__ = [
     "simulate",
     "summarize",
     "torch_server_learner",
-    "write_report",
+    "write_report",  # cosmosfl.reporting's: not imported here, not even for type checkers
     "write_run_directory",
 ]
 
@@ -48,9 +49,9 @@ if TYPE_CHECKING:
     from cosmosfl.experiment.build import build_experiment
     from cosmosfl.experiment.centralized import run_centralized
     from cosmosfl.experiment.compare import plan_compare, run_compare
-    from cosmosfl.experiment.config import ConfigError, ExperimentConfig, load_config
+    from cosmosfl.experiment.config import ExperimentConfig, load_config
+    from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.experiment.inprocess import simulate
-    from cosmosfl.experiment.report import write_report
     from cosmosfl.experiment.result import SimulationResult
     from cosmosfl.experiment.runner import run_experiment
     from cosmosfl.experiment.server_models import torch_server_learner

@@ -2,18 +2,18 @@
 
 Building is kept apart from running (runner.py) so that whoever only needs the parties — a
 Flower node building its own client, a benchmark training round-1 labels — imports none of
-the run machinery (engines, checkpoints, run directories, tracking).
+the run machinery (engines, checkpoints, run directories, tracking). How each part is made
+(the `Experiment` record, a client's learner, the algorithm) is in parts.py, shared with the
+sites' build (sites.py), to which `build_experiment` hands a config with `sites.public` set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.client import Client
 from cosmosfl.core.seeds import derive_seed
@@ -21,60 +21,19 @@ from cosmosfl.data import (
     Dataset,
     Partition,
     channel_stats,
-    default_augmentation,
     feature_stats,
     load_dataset,
     make_partition,
     prepare_features,
     prepare_images,
     subsample,
-    train_augmentation_for,
 )
-from cosmosfl.experiment.config import (
-    ConfigError,
-    ExperimentConfig,
-    reference_runs,
-    settings_class,
-)
-from cosmosfl.experiment.model_spec import ModelSpec, parse_models, resolve
-from cosmosfl.experiment.server_models import torch_server_learner
-from cosmosfl.learners.base import Learner
-from cosmosfl.learners.torch import TorchLearner
-from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model_for, model_inputs
+from cosmosfl.experiment.config import ExperimentConfig, reference_runs
+from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.model_spec import ModelSpec, parse_models
 
-if TYPE_CHECKING:
-    from cosmosfl.experiment.centralized import Centralized
-
-
-@dataclass
-class Experiment:
-    """Everything a run needs, built from a config (and inspectable before running)."""
-
-    config: ExperimentConfig
-    dataset: Dataset | None  # None: sites with their own files (experiment/sites.py)
-    partition: Partition | None  # None: sites, no partition and no true class groups
-    clients: list[Client]
-    public_x: np.ndarray
-    algorithm: Algorithm | Centralized  # a protocol algorithm, or a reference run
-    client_models: list[str]
-    labels: tuple[str, ...] = ()  # sites: the run's label set (else the dataset's classes)
-    name: str = ""  # sites: what reports call the data (else the dataset's name)
-
-    @property
-    def data_name(self) -> str:
-        return self.dataset.name if self.dataset is not None else self.name
-
-    @property
-    def num_classes(self) -> int:
-        return self.dataset.num_classes if self.dataset is not None else len(self.labels)
-
-    @property
-    def client_ids(self) -> list[int]:
-        """Every client of the run: those built here, or (sites, on a server that builds
-        none) the config's ids."""
-        if self.dataset is None and not self.clients:
-            return list(range(self.config.data.num_clients))
-        return [c.id for c in self.clients]
+# The parts of an experiment, made the same way for sites (sites.py); importable from here too.
+from cosmosfl.experiment.parts import Experiment, make_algorithm, make_learner, validation_holdout
 
 
 def client_model_specs(models: Any, num_clients: int) -> list[ModelSpec]:
@@ -99,126 +58,6 @@ def client_model_names(models: Any, num_clients: int) -> list[str]:
     in the paper split — get different architectures and group is not confounded with model.
     """
     return [spec.name for spec in client_model_specs(models, num_clients)]
-
-
-def make_learner(
-    spec: ModelSpec | str,
-    cfg: ExperimentConfig,
-    dataset: Dataset,
-    seed: int,
-    num_classes: int,
-) -> Learner:
-    """The learner of one client: a registry network as a TorchLearner with the `clients`
-    section's settings, or what an import path (or short name) builds, wrapped in the learner
-    for its framework."""
-    spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
-    shape = dataset.sample_shape
-    if not spec.registry:
-        context = {
-            "num_classes": num_classes,
-            "seed": seed,
-            "input_shape": shape,
-            **({"in_features": shape[0]} if len(shape) == 1 else {}),
-            **({"in_channels": shape[0], "image_size": shape[1]} if len(shape) == 3 else {}),
-        }
-        return as_learner(resolve(spec, context), spec.name, cfg, dataset, seed, num_classes)
-    if dataset.kind not in model_inputs(spec.name):
-        raise ConfigError(
-            f"clients.models: {spec.name} takes images, and data.dataset = "
-            f"{cfg.data.dataset!r} holds feature vectors; use mlp, a model by import path, "
-            "or an estimator (e.g. logistic_regression, hist_gradient_boosting)"
-        )
-    if dataset.kind == "images":
-        size = dataset.image_shape[1]
-        lo, hi = IMAGE_SIZE_RANGE
-        if not lo <= size <= hi:
-            raise ConfigError(
-                f"data.dataset = {cfg.data.dataset!r} has {size} px images; the torch model zoo "
-                f"takes {lo}-{hi} px (resize the data, or use scikit-learn client models)"
-            )
-    net = build_model_for(
-        spec.name, shape, num_classes=num_classes, width=cfg.clients.width, seed=seed
-    )
-    return torch_learner(net, cfg, dataset, seed, num_classes)
-
-
-def torch_learner(
-    net: Any, cfg: ExperimentConfig, dataset: Dataset, seed: int, num_classes: int
-) -> TorchLearner:
-    """A client network as a TorchLearner with the `clients` section's settings."""
-    c = cfg.clients
-    return TorchLearner(
-        net,
-        num_classes=num_classes,
-        lr=c.lr,
-        distill_lr=c.distill_lr,
-        batch_size=c.batch_size,
-        augmentation=default_augmentation(dataset.natural),
-        device=cfg.device,
-        seed=seed,
-        train_augmentation=(
-            train_augmentation_for(dataset.image_shape, dataset.natural)
-            if c.train_augmentation and dataset.kind == "images"
-            else None
-        ),
-        **_shared_learner_options(cfg),
-    )
-
-
-def as_learner(
-    built: Any, name: str, cfg: ExperimentConfig, dataset: Dataset, seed: int, num_classes: int
-) -> Learner:
-    """What a model spec built, as a Learner: learners as they are, torch modules in a
-    TorchLearner, estimators with `predict_proba` in the learner for their framework."""
-    from torch import nn
-
-    if isinstance(built, Learner):
-        if built.num_classes != num_classes:
-            raise ConfigError(
-                f"clients.models.{name} built a learner for {built.num_classes} classes; the "
-                f"data has {num_classes}: build it with the num_classes argument it is given"
-            )
-        return built
-    if isinstance(built, nn.Module):
-        return torch_learner(built, cfg, dataset, seed, num_classes)
-    if hasattr(built, "predict_proba") and hasattr(built, "fit"):
-        from cosmosfl.learners import learner_for_estimator
-
-        return learner_for_estimator(built, num_classes=num_classes, seed=seed)
-    raise ConfigError(
-        f"clients.models.{name} built a {type(built).__name__}, which is not a model cosmosfl "
-        "can train: return a cosmosfl Learner, a torch nn.Module, or an estimator with fit and "
-        "predict_proba"
-    )
-
-
-def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """TorchLearner settings from the `clients` section that server models share."""
-    c = cfg.clients
-    return {
-        "eval_batch_size": c.eval_batch_size,
-        "consistency_samples": c.consistency_samples,
-        "precision": c.precision,
-        "channels_last": c.channels_last,
-        "consistency_target": c.consistency_target,
-        "neighbour_bn": c.neighbour_bn,
-    }
-
-
-def server_learner_factory(cfg: ExperimentConfig, natural: bool) -> Any:
-    """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
-    (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
-    a = cfg.algorithm
-    return torch_server_learner(
-        a["server_model"],
-        width=a["server_width"],
-        batch_size=a["server_batch_size"],
-        distill_lr=a["server_lr"],
-        augmentation=default_augmentation(natural),
-        device=cfg.device,
-        head_init=a["server_head_init"],
-        **_shared_learner_options(cfg),
-    )
 
 
 def check_homogeneous(algorithm: str, specs: list[ModelSpec]) -> None:
@@ -332,21 +171,6 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
 
 
-def make_algorithm(
-    cfg: ExperimentConfig, *, natural: bool, public_probe: Callable[..., Any] | None = None
-) -> Algorithm | Centralized:
-    """The config's algorithm (or reference run) with its settings, server models built for
-    the data (`natural`: photos, whose flips keep labels), and the optional U probe."""
-    options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
-    cls = settings_class(cfg.algorithm["name"])
-    fields = set(getattr(cls, "__dataclass_fields__", {}))
-    if {"server_learner", "server_model"} <= fields:
-        options["server_learner"] = server_learner_factory(cfg, natural)
-    if "public_probe" in fields and public_probe is not None:
-        options["public_probe"] = public_probe
-    return cls(**options)
-
-
 def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """How stored samples become model inputs: standardised with statistics of the public set
     U (per channel for images, per feature for vectors, missing values -> U's mean). Every
@@ -356,18 +180,6 @@ def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndar
         return lambda x: prepare_features(x, f_mean, f_std)
     c_mean, c_std = channel_stats(dataset.x_train[public])
     return lambda x: prepare_images(x, c_mean, c_std)
-
-
-def validation_holdout(
-    indices: np.ndarray, fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(training, validation) indices: a seeded `fraction` of a client's private samples, at
-    least one when fraction > 0 and never all of them."""
-    if fraction <= 0 or len(indices) < 2:
-        return indices, indices[:0]
-    count = min(max(1, round(fraction * len(indices))), len(indices) - 1)
-    order = np.random.default_rng(seed % 2**32).permutation(len(indices))
-    return np.sort(indices[order[count:]]), np.sort(indices[order[:count]])
 
 
 def public_probe(y_public: np.ndarray, part: Partition) -> Callable[..., dict[str, Any]]:

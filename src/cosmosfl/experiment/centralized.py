@@ -3,7 +3,8 @@
 This is an upper-bound reference for comparisons, NOT a federated method: it pools every
 client's private training data in one place, which no federated protocol may do. It therefore
 lives in the experiment layer (it needs the clients' data, which algorithms never see) and is
-registered here as a *reference run* rather than in the algorithm registry. Its records have
+registered as a *reference run* rather than in the algorithm registry (its settings and
+`REFERENCE_RUNS` are in references.py; this module runs it). Its records have
 exactly the engine's format, so run directories, summaries and reports treat it like any other
 run. The public set U is not used (its labels are withheld from everyone).
 """
@@ -11,89 +12,51 @@ run. The public set U is not used (its labels are withheld from everyone).
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cosmosfl.algorithms.base import RoundRecord
-from cosmosfl.algorithms.hyperparameters import EPOCHS
-from cosmosfl.core.constraints import check_instance
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
-from cosmosfl.experiment.build import make_learner
-from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.parts import make_learner
+from cosmosfl.experiment.references import REFERENCE_RUNS, Centralized, centralized_architecture
 from cosmosfl.experiment.result import SimulationResult
-from cosmosfl.models.registry import model_names
 
 if TYPE_CHECKING:
-    from cosmosfl.experiment.build import Experiment
+    from cosmosfl.experiment.parts import Experiment
+
+__all__ = [  # the settings and REFERENCE_RUNS (references.py) are importable from here too
+    "REFERENCE_RUNS",
+    "Centralized",
+    "centralized_architecture",
+    "run_centralized",
+    "run_reference",
+]
 
 RecordSink = Callable[[dict[str, Any]], None]
 
 
-@dataclass
-class Centralized:
-    """Settings of the centralized reference (`algorithm: {name: centralized, ...}`).
-
-    Epochs over the pooled data: `pretrain_epochs` in round 1, `local_epochs` after (the same
-    names as COSMOS's E0 and E, so a comparison can give all runs the same training budget).
-    """
-
-    name: ClassVar[str] = "centralized"
-    display_name: ClassVar[str] = "centralized"
-    reported_model: ClassVar[str] = "client_model"
-    primary_model: ClassVar[str] = reported_model  # deprecated name of reported_model
-    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
-
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
-
-    def __post_init__(self) -> None:
-        check_instance(self)
-
-    @staticmethod
-    def check_clients(client_models: list[str]) -> None:
-        """Fail before any work when no client has a torch architecture to train centrally."""
-        centralized_architecture(client_models)
-
-    def run(
-        self,
-        exp: Experiment,
-        rounds: int,
-        reporter: Reporter | None = None,
-        *,
-        on_record: RecordSink | None = None,
-    ) -> SimulationResult:
-        return run_centralized(
-            exp,
-            rounds,
-            reporter,
-            pretrain_epochs=self.pretrain_epochs,
-            local_epochs=self.local_epochs,
-            on_record=on_record,
-        )
-
-
-# Runs that are reported beside the algorithms but are not federated (they may use data no
-# protocol could). The config accepts these names in `algorithm.name`; the runner dispatches
-# any setting object that is not an `Algorithm` to its `run` method.
-REFERENCE_RUNS: dict[str, type[Centralized]] = {Centralized.name: Centralized}
-
-
-def centralized_architecture(client_models: list[str]) -> str:
-    """The most frequent torch architecture among the clients (ties: the first listed)."""
-    torch_names = set(model_names())
-    counts = Counter(n for n in client_models if n in torch_names)
-    if not counts:
-        raise ConfigError(
-            f"algorithm.name = 'centralized' needs at least one torch model in clients.models, "
-            f"got only {sorted(set(client_models))}; allowed: {', '.join(sorted(torch_names))}"
-        )
-    # Counter keeps first-seen order, and max returns the first of equal counts.
-    return max(counts, key=lambda n: counts[n])
+def run_reference(
+    exp: Experiment,
+    rounds: int,
+    reporter: Reporter | None = None,
+    *,
+    on_record: RecordSink | None = None,
+) -> SimulationResult:
+    """Run the experiment's reference run: `exp.algorithm` is its settings (REFERENCE_RUNS)."""
+    settings = exp.algorithm
+    if not isinstance(settings, Centralized):
+        raise TypeError(f"{type(settings).__name__} is neither an Algorithm nor a reference run")
+    return run_centralized(
+        exp,
+        rounds,
+        reporter,
+        pretrain_epochs=settings.pretrain_epochs,
+        local_epochs=settings.local_epochs,
+        on_record=on_record,
+    )
 
 
 def run_centralized(

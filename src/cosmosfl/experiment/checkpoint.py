@@ -29,7 +29,7 @@ import torch
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
-from cosmosfl.experiment.config import ConfigError
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.rundir import CHECKPOINT
 
 FORMAT = 1

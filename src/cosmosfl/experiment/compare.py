@@ -1,4 +1,4 @@
-"""`cosmosfl compare`: several algorithms × seeds on identical splits, resumable, then a report.
+"""`cosmosfl compare`: several algorithms × seeds on identical splits, resumable.
 
 Every run is the base config with the seed set and the `algorithm` section replaced by the
 target algorithm, carrying over each setting of the base algorithm section that the target also
@@ -7,7 +7,9 @@ Partition and client initialisation depend only on the seed and the data/clients
 all algorithms of a seed see the same splits and the same initial client models.
 
 Runs go to `OUT/<algorithm>/seed<k>/`. A finished run whose config equals the one about to run
-is skipped, so an interrupted comparison resumes where it stopped.
+is skipped, so an interrupted comparison resumes where it stopped. Running writes run
+directories and compare.yaml only; the report is the reporting layer's
+(`cosmosfl.reporting.report.write_report`, which the CLI calls after a comparison).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.engines.progress import Reporter
 from cosmosfl.experiment.build import check_clients
+from cosmosfl.experiment.catalog import known_names
 from cosmosfl.experiment.config import (
     TOP_LEVEL,
     ConfigError,
@@ -36,13 +38,10 @@ from cosmosfl.experiment.config import (
     flatten,
     identity,
     parse_override,
-    reference_runs,
 )
-from cosmosfl.experiment.report import Report, write_report
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
 from cosmosfl.experiment.runner import resumable, resume_experiment, run_experiment
-from cosmosfl.experiment.runset import algorithm_order
 from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.tracking import Tracker, make_tracker
 
@@ -51,11 +50,6 @@ from cosmosfl.experiment.tracking import Tracker, make_tracker
 # term in their papers (default 0), so copying COSMOS's λ would change the baseline itself.
 # Set it per algorithm when wanted, e.g. `fedmd.lam=5`.
 NOT_COPIED = {"lam": "weight of COSMOS's r_B; the baselines have none (default 0)"}
-
-
-def known_names() -> list[str]:
-    """Every name `--algorithms` accepts: registered algorithms and reference runs."""
-    return algorithm_order([*ALGORITHMS, *reference_runs()])
 
 
 @dataclass(frozen=True)
@@ -244,7 +238,6 @@ class CompareOutcome:
     plan: ComparePlan
     ran: list[PlannedRun]
     skipped: list[PlannedRun]
-    report: Report
 
 
 def run_compare(
@@ -254,7 +247,8 @@ def run_compare(
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> CompareOutcome:
-    """Run every planned run not already finished with the same config, then write the report.
+    """Run every planned run not already finished with the same config (the report is
+    `cosmosfl.reporting.report.write_report` on `plan.out`).
 
     A finished run with a different config stops the comparison before anything runs (the
     message names the differing keys) unless `force`, which reruns it.
@@ -287,7 +281,7 @@ def run_compare(
         if warning:
             echo(f"[{i}/{total}] {warning}")
         ran.append(run)
-    return CompareOutcome(plan, ran, skipped, write_report(plan.out))
+    return CompareOutcome(plan, ran, skipped)
 
 
 def changed_error(changed: list[tuple[PlannedRun, list[str]]], what: str) -> ConfigError:

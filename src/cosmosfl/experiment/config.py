@@ -1,19 +1,18 @@
-"""The experiment config: schema, defaults, validation and `key=value` overrides.
+"""The experiment config: reading, validation and `key=value` overrides.
 
 A config is three sections (`data`, `clients`, `algorithm`) plus run settings. Every key is
 checked before any training starts: unknown keys and bad values are rejected with the field,
-the value and what is allowed.
+the value and what is allowed. The sections' dataclasses are in schema.py and the checks of
+values beyond their types in config_checks.py; the schema's names are importable from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import types
 import typing
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,130 +20,47 @@ import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
 from cosmosfl.core.constraints import check_parameters
-from cosmosfl.core.distill import CONSISTENCY_TARGETS
-from cosmosfl.data.sources import DATASET_NAMES
-from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.experiment.config_checks import check_ranges
 from cosmosfl.experiment.errors import ConfigError
-from cosmosfl.experiment.model_spec import parse_models
-from cosmosfl.learners.torch import NEIGHBOUR_BN, PRECISIONS
-from cosmosfl.models.registry import IMAGE_SIZE_RANGE
+from cosmosfl.experiment.references import REFERENCE_RUNS
+from cosmosfl.experiment.schema import (
+    NOT_IDENTITY,
+    RUN_SETTINGS,
+    TOP_LEVEL,
+    ClientsConfig,
+    DataConfig,
+    ExperimentConfig,
+    SitesConfig,
+    TrackingConfig,
+    flatten,
+    identity,
+)
 
-
-@dataclass
-class DataConfig:
-    # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet,
-    # or a path: an .npz file (images or feature vectors), a CSV / Parquet table, or a folder
-    # of images with one subfolder per class. Relative paths are also looked up in data_dir.
-    dataset: str = "digits"
-    data_dir: str | None = None  # folder of data files (or env COSMOSFL_DATA_DIR)
-    # Tables: the label column (null: the last column), and what to do with missing feature
-    # values: "refuse" (an error naming the columns) or "impute" (U's mean, after scaling).
-    label_column: str | None = None
-    missing: str = "refuse"
-    # Files without a test split (tables, image folders): this stratified fraction of the rows
-    # becomes the test set, drawn with a fixed seed (the split belongs to the data, not a run).
-    test_fraction: float = 0.2
-    image_size: int = 32  # image folders: every image is resized to this square size (8-64)
-    download: bool = False  # allow torchvision downloads when the data is not found locally
-    partition: str = "paper"  # paper | dirichlet | pathological | iid
-    num_clients: int = 10
-    num_groups: int = 5  # paper split: disjoint class groups
-    alpha: float = 5.0  # Dirichlet concentration (paper split and plain Dirichlet)
-    mix_fraction: float = 0.1  # paper split: share of each client's samples pooled and dealt back
-    public_fraction: float = 0.2  # |U| as a fraction of the training data (labels withheld)
-    classes_per_client: int = 2  # pathological split
-    test_per_client: int | None = None  # default: len(test) // num_clients
-    max_train: int | None = None  # stratified training subset before partitioning (None = all)
-    max_test: int | None = None  # stratified test subset (None = all)
-    # Share of each client's private training data held out as its validation slice (for every
-    # algorithm alike, so runs stay paired); only model selection reads it (COSMOS's
-    # select_on_validation), never training. 0 = none.
-    validation_fraction: float = 0.0
-
-
-@dataclass
-class ClientsConfig:
-    # Client models: {name: fraction} (interleaved across ids), {name: {weight: fraction,
-    # **arguments}}, or a list with one name (or {name: {arguments}}) per client. Names: the
-    # model registry (mlp, cnn, alexnet, resnet18, mobilenetv2, squeezenet, vgg16, ...), short
-    # names (logistic_regression, random_forest, knn, hist_gradient_boosting, xgboost,
-    # lightgbm), or any class / factory by import path (experiment/model_spec.py).
-    models: dict[str, float | dict[str, Any]] | list[str | dict[str, dict[str, Any]]] = field(
-        default_factory=lambda: {"mlp": 1.0}
-    )
-    width: float = 1.0  # channel-width multiplier of torch models
-    batch_size: int = 32
-    lr: float = 1e-3  # Adam on true labels
-    distill_lr: float = 1e-4  # Adam on pseudo-labels
-    eval_batch_size: int = 128
-    consistency_samples: int = 1  # |S|, neighbours per point in r_B
-    # Fast path (docs/performance.md): "fp32" (exact reference) or "bf16" autocast; NHWC layout.
-    precision: str = "fp32"
-    channels_last: bool = False
-    # r_B's clean prediction: "live" (gradients through both views, the paper as written) or
-    # "detached" (a fixed target, as in most consistency regularisers). Server models too.
-    consistency_target: str = "live"
-    # BatchNorm running statistics during r_B's neighbour pass: "update" or "frozen" (kept
-    # from clean inputs only). Server models too.
-    neighbour_bn: str = "update"
-    # Random crop + flip (flip for natural images only) of private training batches, for every
-    # algorithm alike; no effect on images under 16 px (digits) or non-images.
-    train_augmentation: bool = False
-
-
-@dataclass
-class SitesConfig:
-    # Sites that bring their own data and models (experiment/sites.py, docs/tutorials/
-    # organisations.md): set `public` and each site reads its own file, named in its site file.
-    # Unset (the default): every party's data comes from data.dataset and the partition seed.
-    public: str | None = None  # U, a table or .npz every party holds (relative: cwd, data_dir)
-    public_sha256: str | None = None  # U's SHA-256: a party holding another U is refused
-    labels: list[str] | None = None  # the label set, class names with ids by position
-    label_column: str | None = None  # the sites' label column (a site file may name its own)
-    files: list[str] = field(default_factory=list)  # site files, id = position (in-process)
-
-
-@dataclass
-class TrackingConfig:
-    # Experiment tracking (experiment/tracking.py), off by default. Where a run is logged is
-    # not what it computes: this section is left out of an experiment's identity (NOT_IDENTITY).
-    tensorboard: str | None = None  # TensorBoard log folder; each run logs into a subfolder
-    mlflow: str | None = None  # MLflow tracking URI, a path to a .db file, or "default"
-    experiment: str = "cosmosfl"  # MLflow experiment the runs are logged under
-
-
-@dataclass
-class ExperimentConfig:
-    seed: int = 1
-    rounds: int = 10
-    device: str = "cpu"  # cpu | cuda | mps | auto
-    # torch CPU threads per process (None: 1 with worker processes, workers "auto" included,
-    # which makes records independent of the machine; torch's default with workers: 1).
-    threads: int | None = None
-    # A step of a round answered by fewer than this fraction of the clients it addressed ends
-    # the run with an error instead of training on too little.
-    min_participation: float = 0.5
-    max_payload_bytes: int = 1 << 30  # larger payloads are rejected (the sender is excluded)
-    # Client worker processes: "auto" one per usable core (cores // threads), at most one
-    # per client, serial on one core; 1 serial, in-process; N exactly N (engines/workers.py).
-    workers: int | str = "auto"
-    data: DataConfig = field(default_factory=DataConfig)
-    clients: ClientsConfig = field(default_factory=ClientsConfig)
-    algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
-    faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
-    sites: SitesConfig = field(default_factory=SitesConfig)  # sites with their own files
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
-    # What the config relies on that changed (a default it does not set), said in show-config
-    # and the run header; not a setting, so not in to_dict.
-    notices: list[str] = field(default_factory=list, compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        del out["notices"]
-        if self.sites == SitesConfig():  # the partition mode: configs read as before sites
-            del out["sites"]
-        return out
+__all__ = [
+    "NOT_IDENTITY",
+    "RUN_SETTINGS",
+    "TOP_LEVEL",
+    "ClientsConfig",
+    "ConfigError",
+    "DataConfig",
+    "ExperimentConfig",
+    "SitesConfig",
+    "TrackingConfig",
+    "algorithm_options",
+    "apply_overrides",
+    "changed_default_notices",
+    "config_from_dict",
+    "dump_config",
+    "flatten",
+    "identity",
+    "load_config",
+    "parse_override",
+    "read_config_file",
+    "reference_runs",
+    "settings_class",
+    "validate_algorithm",
+]
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
@@ -226,10 +142,8 @@ def reference_runs() -> dict[str, type]:
 
     They are reported beside the algorithms but are not in the algorithm registry, because they
     may do what no protocol may (the centralized reference pools private data); see
-    experiment/centralized.py. Imported on use: that module builds on the runner.
+    experiment/references.py.
     """
-    from cosmosfl.experiment.centralized import REFERENCE_RUNS
-
     return dict(REFERENCE_RUNS)
 
 
@@ -333,39 +247,6 @@ def _renamed_keys(cls: type, name: str, raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-RUN_SETTINGS = (
-    "seed",
-    "rounds",
-    "device",
-    "threads",
-    "workers",
-    "min_participation",
-    "max_payload_bytes",
-)
-TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking", "sites")
-# Sections that say where a run is logged, not what it computes: a finished run whose config
-# differs only here is the same experiment (compare/sweep skip it) and can be resumed.
-NOT_IDENTITY = ("tracking",)
-
-
-def identity(cfg: ExperimentConfig | dict[str, Any]) -> dict[str, Any]:
-    """The config as plain data without the sections of NOT_IDENTITY."""
-    raw = cfg.to_dict() if isinstance(cfg, ExperimentConfig) else dict(cfg)
-    return {k: v for k, v in raw.items() if k not in NOT_IDENTITY}
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested config data as dotted keys (`data.num_clients`); `clients.models` stays whole."""
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value and name != "clients.models":
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     """Validate a plain dict (e.g. parsed YAML) into an ExperimentConfig."""
     if not isinstance(raw, dict):
@@ -407,7 +288,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
     top.algorithm = validate_algorithm(algorithm)
     top.notices = changed_default_notices(algorithm)
-    _check_ranges(top)
+    check_ranges(top)
     return top
 
 
@@ -416,180 +297,6 @@ def changed_default_notices(algorithm: dict[str, Any]) -> list[str]:
     the raw `algorithm` section relies on by not setting them."""
     changed = getattr(settings_class(algorithm["name"]), "changed_defaults", {})
     return [notice for key, notice in changed.items() if key not in algorithm]
-
-
-def _check_ranges(cfg: ExperimentConfig) -> None:
-    def need(ok: bool, field_name: str, value: Any, allowed: str) -> None:
-        if not ok:
-            raise ConfigError(f"{field_name} = {value!r} is not allowed; {allowed}")
-
-    need(cfg.rounds >= 1, "rounds", cfg.rounds, "use an integer >= 1")
-    need(
-        cfg.workers == "auto" or (isinstance(cfg.workers, int) and cfg.workers >= 1),
-        "workers",
-        cfg.workers,
-        "use auto (one worker process per usable core) or an integer >= 1 (1 = serial)",
-    )
-    need(
-        cfg.threads is None or cfg.threads >= 1,
-        "threads",
-        cfg.threads,
-        "use an integer >= 1 or null",
-    )
-    need(
-        0 <= cfg.min_participation <= 1,
-        "min_participation",
-        cfg.min_participation,
-        "use a fraction in [0, 1]",
-    )
-    need(cfg.max_payload_bytes >= 1, "max_payload_bytes", cfg.max_payload_bytes, "use >= 1")
-    need(
-        cfg.device.split(":")[0] in ("cpu", "cuda", "mps", "auto"),
-        "device",
-        cfg.device,
-        "allowed: cpu, cuda, mps, auto",
-    )
-    d = cfg.data
-    need(
-        _dataset_named(d.dataset, d.data_dir),
-        "data.dataset",
-        d.dataset,
-        f"allowed: {', '.join(DATASET_NAMES)}, or a path to an .npz file, a table "
-        f"({', '.join(TABLE_SUFFIXES)}) or a folder of images",
-    )
-    need(
-        d.missing in MISSING_POLICIES,
-        "data.missing",
-        d.missing,
-        f"allowed: {', '.join(MISSING_POLICIES)}",
-    )
-    need(
-        0 < d.test_fraction < 1,
-        "data.test_fraction",
-        d.test_fraction,
-        "use a fraction in (0, 1), e.g. 0.2",
-    )
-    lo, hi = IMAGE_SIZE_RANGE
-    need(lo <= d.image_size <= hi, "data.image_size", d.image_size, f"use {lo}-{hi} px")
-    need(
-        d.label_column is None or d.label_column.strip() != "",
-        "data.label_column",
-        d.label_column,
-        "use a column name, or null for the last column",
-    )
-    need(d.num_clients >= 1, "data.num_clients", d.num_clients, "use an integer >= 1")
-    need(
-        0 <= d.validation_fraction < 1,
-        "data.validation_fraction",
-        d.validation_fraction,
-        "use a fraction in [0, 1) (0 = no validation slice)",
-    )
-    if cfg.algorithm.get("select_on_validation") and d.validation_fraction <= 0:
-        raise ConfigError(
-            "algorithm.select_on_validation needs a validation slice: set "
-            "data.validation_fraction (e.g. 0.1) so each client holds some private data out"
-        )
-    need(
-        d.partition in ("paper", "dirichlet", "pathological", "iid"),
-        "data.partition",
-        d.partition,
-        "allowed: paper, dirichlet, pathological, iid",
-    )
-    need(d.max_train is None or d.max_train > 0, "data.max_train", d.max_train, "use > 0 or null")
-    need(d.max_test is None or d.max_test > 0, "data.max_test", d.max_test, "use > 0 or null")
-    t = cfg.tracking
-    for name in ("tensorboard", "mlflow"):
-        value = getattr(t, name)
-        need(value is None or value.strip() != "", f"tracking.{name}", value, "use a path or null")
-    need(t.experiment.strip() != "", "tracking.experiment", t.experiment, "use a non-empty name")
-    c = cfg.clients
-    need(c.width > 0, "clients.width", c.width, "use a number > 0")
-    need(c.batch_size >= 1, "clients.batch_size", c.batch_size, "use an integer >= 1")
-    need(c.lr > 0, "clients.lr", c.lr, "use a number > 0")
-    need(c.distill_lr > 0, "clients.distill_lr", c.distill_lr, "use a number > 0")
-    # The learner's own lists of choices (it checks them too), so they are written once.
-    for name, allowed in (
-        ("precision", PRECISIONS),
-        ("consistency_target", CONSISTENCY_TARGETS),
-        ("neighbour_bn", NEIGHBOUR_BN),
-    ):
-        value = getattr(c, name)
-        need(value in allowed, f"clients.{name}", value, f"allowed: {', '.join(allowed)}")
-    need(
-        c.eval_batch_size >= 1,
-        "clients.eval_batch_size",
-        c.eval_batch_size,
-        "use an integer >= 1",
-    )
-    need(
-        c.consistency_samples >= 1,
-        "clients.consistency_samples",
-        c.consistency_samples,
-        "use an integer >= 1",
-    )
-    if isinstance(c.models, list):
-        need(
-            len(c.models) == d.num_clients,
-            "clients.models",
-            c.models,
-            f"a list needs exactly data.num_clients = {d.num_clients} names",
-        )
-    else:
-        need(
-            bool(c.models),
-            "clients.models",
-            c.models,
-            "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",
-        )
-    parse_models(c.models)  # names importable, arguments accepted, weights positive
-    _check_sites(cfg)
-
-
-def _check_sites(cfg: ExperimentConfig) -> None:
-    s = cfg.sites
-    if s.public is None:
-        if s != SitesConfig():
-            raise ConfigError(
-                "sites: set sites.public (the public set U every party holds) to run sites "
-                "with their own files, or remove the sites section"
-            )
-        return
-    if s.public_sha256 is not None and not (
-        len(s.public_sha256) == 64 and all(ch in "0123456789abcdefABCDEF" for ch in s.public_sha256)
-    ):
-        raise ConfigError(
-            f"sites.public_sha256 = {s.public_sha256!r} is not a SHA-256 (64 hex digits); "
-            "`sha256sum FILE` prints it, `cosmosfl flower app` fills it in"
-        )
-    if s.labels is not None:
-        names = [str(v) for v in s.labels]
-        if len(names) < 2 or len(set(names)) != len(names):
-            raise ConfigError(
-                f"sites.labels = {s.labels!r}: give the class names, at least 2, each once "
-                "(ids follow their order)"
-            )
-    cls = ALGORITHMS.get(cfg.algorithm["name"])
-    if cls is None or not cls.model_agnostic:
-        allowed = sorted(n for n, c in ALGORITHMS.items() if c.model_agnostic)
-        raise ConfigError(
-            f"algorithm {cfg.algorithm['name']} cannot run on sites with their own models "
-            f"and files (it needs shared parameters or pooled data); use one of {allowed}"
-        )
-
-
-def _dataset_named(dataset: str, data_dir: str | None) -> bool:
-    """Whether `dataset` names a known dataset or looks like a path to data (a known suffix,
-    a path separator, or a folder that exists); a misspelt name then fails at load time."""
-    key = dataset.strip()
-    if not key:
-        return False
-    if key.lower().replace("-", "_") in DATASET_NAMES:
-        return True
-    if key.lower().endswith((".npz", *TABLE_SUFFIXES)) or "/" in key or os.sep in key:
-        return True
-    return Path(key).expanduser().is_dir() or (
-        data_dir is not None and (Path(data_dir).expanduser() / key).is_dir()
-    )
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -19,6 +19,7 @@ from cosmosfl.engines import workers as engine_workers
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
+from cosmosfl.experiment.centralized import run_reference
 from cosmosfl.experiment.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -192,14 +193,14 @@ def _run_and_summarize(
     cfg = exp.config
     if isinstance(exp.algorithm, Algorithm):
         result = _run_federated(exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker)
-    else:  # a reference run (centralized): not a protocol algorithm, see centralized.py
+    else:  # a reference run (centralized): not a protocol algorithm, see references.py
 
         def on_record(record: dict[str, Any]) -> None:
             if run_dir is not None:
                 run_dir.append_record(record)
             tracker.log_round(record)
 
-        result = exp.algorithm.run(exp, cfg.rounds, reporter, on_record=on_record)
+        result = run_reference(exp, cfg.rounds, reporter, on_record=on_record)
     meta = {
         "seed": cfg.seed,
         "dataset": exp.data_name,

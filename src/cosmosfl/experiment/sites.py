@@ -28,8 +28,8 @@ from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
 
 if TYPE_CHECKING:
-    from cosmosfl.experiment.build import Experiment
     from cosmosfl.experiment.config import ExperimentConfig
+    from cosmosfl.experiment.parts import Experiment
 
 SITE_KEYS = (
     "id",
@@ -197,7 +197,7 @@ def build_site_client(
 ) -> tuple[Client, str]:
     """(the site's client, its model name), seeded from the config's seed and the site id as
     a partition-mode client with that id is."""
-    from cosmosfl.experiment.build import make_learner, validation_holdout
+    from cosmosfl.experiment.parts import make_learner, validation_holdout
 
     site = Site(**{**site.__dict__, "id": site_id})
     ds = site_dataset(site, public, labels)
@@ -285,7 +285,7 @@ def build_sites_experiment(
 ) -> Experiment:
     """The site-mode experiment: U from `sites.public`, and the clients of `sites.files`
     (`clients`: only those ids; [] for a server that must open no site's file)."""
-    from cosmosfl.experiment.build import Experiment, make_algorithm
+    from cosmosfl.experiment.parts import Experiment, make_algorithm
 
     public = run_public(cfg)
     wanted = None if clients is None else set(clients)

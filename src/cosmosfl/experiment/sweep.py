@@ -10,16 +10,18 @@ algorithm's setting (`cosmos.lam`, like compare's `<algorithm>.<key>=<value>`), 
 the other algorithms' runs the same in every cell of that key. Such a run is trained once: a
 later cell whose run has the same experiment config as an earlier one gets a symbolic link to
 it (listed under `shared_runs` in sweep.yaml) instead of a second, identical training run.
+
+Running writes run directories and sweep.yaml only; the ablation report is the reporting
+layer's (`cosmosfl.reporting.ablation.write_ablation_report`, which the CLI calls after a
+sweep). Parsing `--grid` and reading sweep.yaml back are in grid.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import os
-import re
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,11 +52,19 @@ from cosmosfl.experiment.config import (
     identity,
     parse_override,
 )
+from cosmosfl.experiment.grid import (
+    SWEEP_FILE,
+    GridAxis,
+    folder_name,
+    parse_grid,
+    parse_value,
+    read_sweep,
+    value_text,
+)
 from cosmosfl.experiment.rundir import write_atomic
 from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.sweep_progress import SweepClock, SweepReporter
 
-SWEEP_FILE = "sweep.yaml"
 # Keys a grid may not sweep, and where they are set instead.
 NOT_SWEPT = {
     "seed": "the seeds come from --seeds",
@@ -62,81 +72,25 @@ NOT_SWEPT = {
     "algorithm.name": "the algorithms come from --algorithms",
     "tracking": "tracking says where runs are logged, not what they compute",
 }
-# A float in exponent notation without a dot (1e-3): YAML 1.1, which PyYAML reads, calls it
-# a string; in a grid of learning rates it is meant as a number.
-_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
-
-@dataclass(frozen=True)
-class GridAxis:
-    """One `--grid KEY=V1,V2,...`: the key, its values, and each value's folder name."""
-
-    key: str
-    values: list[Any]
-    names: list[str]
-
-
-def value_text(value: Any) -> str:
-    """A value as the YAML text an override parses back to the same value."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), sort_keys=False)
-    return text.strip().removesuffix("...").strip()
-
-
-def folder_name(key: str, value: Any) -> str:
-    """`key=value` as a folder name: the value's text when it is safe as one, else a readable
-    part plus a short hash of the text (mappings, lists, odd characters), so two values never
-    share a folder."""
-    text = value_text(value)
-    safe = re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_")[:40]
-    if safe != text or not safe:
-        safe = f"{safe}-{hashlib.sha1(text.encode()).hexdigest()[:6]}".lstrip("-")
-    return f"{key}={safe}"
-
-
-def parse_value(text: str, what: str) -> Any:
-    """One value as grid values parse (YAML; `1e-3` a number); `what` names it in errors."""
-    if not text.strip():
-        raise ConfigError(f"{what}: the value is empty")
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        first = str(err).splitlines()[0]
-        raise ConfigError(f"{what}: {text!r} is not a valid YAML value ({first})") from None
-    return _exponent_as_number(value)
-
-
-def _exponent_as_number(value: Any) -> Any:
-    return float(value) if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value) else value
-
-
-def parse_grid(text: str) -> GridAxis:
-    """`data.num_clients=5,10` -> GridAxis; values are YAML like overrides (`{mlp: 1}`, `[a, b]`,
-    `cnn`, `1e-3`), separated by commas outside brackets."""
-    if "=" not in text:
-        raise ConfigError(
-            f"--grid {text!r} must look like KEY=V1,V2,... (e.g. data.num_clients=5,10)"
-        )
-    key, _, rhs = text.partition("=")
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--grid {text!r} has an empty key; e.g. data.num_clients=5,10")
-    if not re.sub(r"[\s,]", "", rhs):
-        raise ConfigError(f"--grid {text!r} lists no values; e.g. {key}=V1,V2")
-    try:
-        values = yaml.safe_load(f"[{rhs}]")
-    except yaml.YAMLError as err:
-        first = str(err).splitlines()[0]
-        raise ConfigError(
-            f"--grid {text!r}: the values are not valid YAML ({first}); give each value, "
-            'separated by commas, e.g. 0.1,0.2 or "{mlp: 1},{cnn: 0.5, mlp: 0.5}"'
-        ) from None
-    values = [_exponent_as_number(v) for v in values]
-    if not values:
-        raise ConfigError(f"--grid {text!r} lists no values; e.g. {key}=V1,V2")
-    for i, v in enumerate(values):
-        if v in values[:i]:
-            raise ConfigError(f"--grid {text!r} names the value {value_text(v)} twice")
-    return GridAxis(key, values, [folder_name(key, v) for v in values])
+__all__ = [  # the sweep's own names, and grid.py's that a Python caller of plan_sweep needs
+    "NOT_SWEPT",
+    "SWEEP_FILE",
+    "GridAxis",
+    "SweepCell",
+    "SweepOutcome",
+    "SweepPlan",
+    "SweepRun",
+    "check_grid_key",
+    "folder_name",
+    "parse_grid",
+    "parse_value",
+    "plan_sweep",
+    "read_sweep",
+    "run_sweep",
+    "sweep_yaml",
+    "value_text",
+]
 
 
 def check_grid_key(key: str, base_algorithm: str, algorithms: Sequence[str]) -> None:
@@ -297,7 +251,6 @@ class SweepOutcome:
     ran: list[SweepRun]
     skipped: list[SweepRun]
     shared: list[SweepRun]
-    report: Any  # experiment.ablation.AblationReport
 
 
 def run_sweep(
@@ -307,13 +260,12 @@ def run_sweep(
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> SweepOutcome:
-    """Run every cell's runs not already finished with the same experiment, then the report.
+    """Run every cell's runs not already finished with the same experiment (the ablation
+    report is `cosmosfl.reporting.ablation.write_ablation_report` on `plan.out`).
 
     As in compare, a finished run with a different config stops the sweep before anything runs
     (naming the keys) unless `force`.
     """
-    from cosmosfl.experiment.ablation import write_ablation_report
-
     owners = [r for r in plan.runs if r.same_as is None]
     states = {id(r): run_state(r.run) for r in owners}
     changed = [(r.run, states[id(r)][1]) for r in owners if states[id(r)][0] == "changed"]
@@ -361,7 +313,7 @@ def run_sweep(
         if warning:
             echo(f"{tag} {warning}")
         ran.append(entry)
-    return SweepOutcome(plan, ran, skipped, shared, write_ablation_report(plan.out))
+    return SweepOutcome(plan, ran, skipped, shared)
 
 
 def _symlink(path: Path, target: Path) -> None:
@@ -401,9 +353,3 @@ def sweep_yaml(plan: SweepPlan, previous: dict[str, Any] | None = None) -> str:
         "# algorithm does not have), linked to it instead of trained twice.\n"
     )
     return header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-
-
-def read_sweep(out: str | Path) -> dict[str, Any] | None:
-    """sweep.yaml of a sweep folder, or None when `out` is not one."""
-    path = Path(out) / SWEEP_FILE
-    return yaml.safe_load(path.read_text()) if path.is_file() else None

@@ -7,7 +7,7 @@ reads::
     HANDLERS = ClientHandlers("fedprox", base=params.HANDLERS)
 
     @HANDLERS.handles(ProxTrain)
-    def train_local(client: Client, request: ProxTrain) -> MetricsReply: ...
+    def train_local(client: Participant, request: ProxTrain) -> MetricsReply: ...
 
 `serve` decodes a wire `Message` into the registered request type (validating its arrays,
 refusing settings the type does not have), calls the handler with the client (its learner,
@@ -27,10 +27,10 @@ from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Request, TaskReply
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 R = TypeVar("R", bound=Request)
-Handler = Callable[["Client", Any], "TaskReply | protocol.Reply"]
+Handler = Callable[["Participant", Any], "TaskReply | protocol.Reply"]
 
 
 class ClientHandlers:
@@ -44,10 +44,10 @@ class ClientHandlers:
             dict(base._routes) if base is not None else {}
         )
 
-    def handles(self, request_type: type[R]) -> Callable[[Callable[[Client, R], Any]], Any]:
+    def handles(self, request_type: type[R]) -> Callable[[Callable[[Participant, R], Any]], Any]:
         """Decorator: serve `request_type.task` with the decorated function."""
 
-        def register(handler: Callable[[Client, R], Any]) -> Callable[[Client, R], Any]:
+        def register(handler: Callable[[Participant, R], Any]) -> Callable[[Participant, R], Any]:
             self._routes[request_type.task] = (request_type, handler)
             return handler
 
@@ -63,7 +63,7 @@ class ClientHandlers:
             raise ValueError(f"task {task!r} is not served by {self.name} clients")
         return self._routes[task][0]
 
-    def serve(self, client: Client, message: protocol.Message) -> protocol.Reply:
+    def serve(self, client: Participant, message: protocol.Message) -> protocol.Reply:
         """Run `message` on `client`; exceptions propagate (`Client.handle` turns them into
         error replies)."""
         request_type = self.request_type(message.task)

@@ -23,7 +23,7 @@ from cosmosfl.core.tasks import (
 from cosmosfl.handlers.base import ClientHandlers
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("model-agnostic")
 
@@ -48,20 +48,20 @@ def label_prior_weights(
 
 
 @HANDLERS.handles(TrainLocal)
-def train_local(client: Client, request: TrainLocal) -> MetricsReply:
+def train_local(client: Participant, request: TrainLocal) -> MetricsReply:
     """Supervised epochs on the private data."""
     x, y = client.train
     return MetricsReply(client.learner.fit(x, y, epochs=request.epochs))
 
 
 @HANDLERS.handles(PredictPublic)
-def predict_public(client: Client, request: PredictPublic) -> ProbsReply:
+def predict_public(client: Participant, request: PredictPublic) -> ProbsReply:
     """Soft labels on U in the codec the server chose (float32 is the reference)."""
     return ProbsReply(client.learner.predict_proba(client.public()), request.codec)
 
 
 @HANDLERS.handles(Distill)
-def distill(client: Client, request: Distill) -> MetricsReply:
+def distill(client: Participant, request: Distill) -> MetricsReply:
     """Fit the client's model to the targets on U (+ λ·r_B), optionally importance-weighted."""
     weights, mode = request.weights, request.client_weights or "uniform"
     if mode not in protocol.CLIENT_WEIGHTS:
@@ -77,7 +77,7 @@ def distill(client: Client, request: Distill) -> MetricsReply:
 
 
 @HANDLERS.handles(Evaluate)
-def evaluate(client: Client, request: Evaluate) -> MetricsReply:
+def evaluate(client: Participant, request: Evaluate) -> MetricsReply:
     """Metrics of one of the client's models on its own test (or validation) split."""
     split = client.split(request.split)
     return MetricsReply(client.slot(request.slot).evaluate(*split))

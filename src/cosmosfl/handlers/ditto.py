@@ -13,13 +13,13 @@ from cosmosfl.handlers.base import ClientHandlers
 from cosmosfl.learners.torch_terms import proximal_term
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("ditto", base=params.HANDLERS)
 
 
 @HANDLERS.handles(DittoTrain)
-def train_local(client: Client, request: DittoTrain) -> MetricsReply:
+def train_local(client: Participant, request: DittoTrain) -> MetricsReply:
     x, y = client.train
     learner = params.torch_learner(client, request.slot, protocol.TRAIN_LOCAL)
     terms = []

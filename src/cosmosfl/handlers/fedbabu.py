@@ -13,7 +13,7 @@ from cosmosfl.handlers.base import ClientHandlers
 from cosmosfl.learners.torch import TorchLearner
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("fedbabu", base=params.HANDLERS)
 FREEZE = ("", "head", "body")
@@ -32,7 +32,7 @@ def frozen_parameters(learner: TorchLearner, freeze: str) -> set[str]:
 
 
 @HANDLERS.handles(BabuTrain)
-def train_local(client: Client, request: BabuTrain) -> MetricsReply:
+def train_local(client: Participant, request: BabuTrain) -> MetricsReply:
     x, y = client.train
     learner = params.torch_learner(client, request.slot, protocol.TRAIN_LOCAL)
     if request.init_from is not None:  # start from another model's weights (fine-tuning)

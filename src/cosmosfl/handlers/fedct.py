@@ -14,13 +14,13 @@ from cosmosfl.handlers import default
 from cosmosfl.handlers.base import ClientHandlers
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("fedct", base=default.HANDLERS)
 
 
 @HANDLERS.handles(PredictLabels)
-def predict_public(client: Client, request: PredictLabels) -> LabelsReply | ProbsReply:
+def predict_public(client: Participant, request: PredictLabels) -> LabelsReply | ProbsReply:
     probs = client.learner.predict_proba(client.public())
     if not request.hard:
         return ProbsReply(probs)
@@ -29,7 +29,7 @@ def predict_public(client: Client, request: PredictLabels) -> LabelsReply | Prob
 
 
 @HANDLERS.handles(ConsensusTrain)
-def train_local(client: Client, request: ConsensusTrain) -> MetricsReply:
+def train_local(client: Participant, request: ConsensusTrain) -> MetricsReply:
     x, y = client.train
     if request.public_labels is not None:
         x = np.concatenate([x, client.public()])

@@ -12,13 +12,13 @@ from cosmosfl.handlers.base import ClientHandlers
 from cosmosfl.learners.torch_terms import proximal_term
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("fedprox", base=params.HANDLERS)
 
 
 @HANDLERS.handles(ProxTrain)
-def train_local(client: Client, request: ProxTrain) -> MetricsReply:
+def train_local(client: Participant, request: ProxTrain) -> MetricsReply:
     x, y = client.train
     learner = params.torch_learner(client, OWN_MODEL, protocol.TRAIN_LOCAL)
     terms = [proximal_term(learner, request.prox_mu)] if request.prox_mu > 0 else []

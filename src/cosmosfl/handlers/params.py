@@ -16,12 +16,12 @@ from cosmosfl.handlers.base import ClientHandlers
 from cosmosfl.learners.torch import TorchLearner
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("parameter-sharing", base=default.HANDLERS)
 
 
-def torch_learner(client: Client, slot: str, what: str) -> TorchLearner:
+def torch_learner(client: Participant, slot: str, what: str) -> TorchLearner:
     """The torch model in `slot` (created on first use); a clear error for other learners."""
     if not isinstance(client.learner, TorchLearner):
         task = what if slot == OWN_MODEL else f"slot {slot!r}"
@@ -36,13 +36,13 @@ def torch_learner(client: Client, slot: str, what: str) -> TorchLearner:
 
 
 @HANDLERS.handles(GetWeights)
-def get_weights(client: Client, request: GetWeights) -> WeightsReply:
+def get_weights(client: Participant, request: GetWeights) -> WeightsReply:
     weights = torch_learner(client, request.slot, protocol.GET_WEIGHTS).get_weights()
     return WeightsReply(weights, num_samples=float(len(client.train[0])))
 
 
 @HANDLERS.handles(SetWeights)
-def set_weights(client: Client, request: SetWeights) -> MetricsReply:
+def set_weights(client: Participant, request: SetWeights) -> MetricsReply:
     """Load weights after checking them against the model's own names, shapes and dtype."""
     learner = torch_learner(client, request.slot, protocol.SET_WEIGHTS)
     spec = protocol.weights_spec(learner.get_weights())

@@ -13,13 +13,13 @@ from cosmosfl.handlers.base import ClientHandlers
 from cosmosfl.learners.torch_terms import distillation_term
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("pfedck", base=params.HANDLERS)
 
 
 @HANDLERS.handles(MutualTrain)
-def train_local(client: Client, request: MutualTrain) -> MetricsReply:
+def train_local(client: Participant, request: MutualTrain) -> MetricsReply:
     x, y = client.train
     student = params.torch_learner(client, request.slot, protocol.TRAIN_LOCAL)
     teacher = params.torch_learner(client, request.distill_from, protocol.TRAIN_LOCAL)

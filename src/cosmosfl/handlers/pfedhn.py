@@ -12,13 +12,13 @@ from cosmosfl.handlers import params
 from cosmosfl.handlers.base import ClientHandlers
 
 if TYPE_CHECKING:
-    from cosmosfl.client import Client
+    from cosmosfl.handlers.participant import Participant
 
 HANDLERS = ClientHandlers("pfedhn", base=params.HANDLERS)
 
 
 @HANDLERS.handles(HNTrain)
-def train_local(client: Client, request: HNTrain) -> MetricsReply:
+def train_local(client: Participant, request: HNTrain) -> MetricsReply:
     x, y = client.train
     learner = params.torch_learner(client, OWN_MODEL, protocol.TRAIN_LOCAL)
     if request.recalibrate_bn:  # statistics only, no training

@@ -55,7 +55,7 @@ def preset_path(name: str) -> Path:
     """The YAML file of preset `name`; an unknown name is a ConfigError listing every preset."""
     path = _DIR / f"{name}.yaml"
     if "/" in name or "\\" in name or not path.is_file():
-        from cosmosfl.experiment.config import ConfigError
+        from cosmosfl.experiment.errors import ConfigError
 
         names = ", ".join(p.name for p in list_presets())
         raise ConfigError(

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from cosmosfl.cli.main import main
-from cosmosfl.experiment.ablation import lines_for
-from cosmosfl.experiment.assemble import assemble_sweep, parse_cell, write_assembled_report
 from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.contrasts import parse_base
-from cosmosfl.experiment.runset import load_runs
+from cosmosfl.reporting.assemble import assemble_sweep, parse_cell, write_assembled_report
+from cosmosfl.reporting.contrasts import parse_base
+from cosmosfl.reporting.runset import load_runs
+from cosmosfl.reporting.sweep_data import lines_for
 
 from .test_ablation import COSMOS, LOCAL, lam_sweep, write_run  # noqa: F401 (fixture)
 

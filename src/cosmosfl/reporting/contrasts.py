@@ -5,14 +5,12 @@ splits and initial models: the difference is the effect, the seed-to-seed spread
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.stats import paired_difference
-from cosmosfl.experiment.sweep import parse_value, value_text
-
-if TYPE_CHECKING:
-    from cosmosfl.experiment.ablation import Point, Sweep
+from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.grid import parse_value, value_text
+from cosmosfl.reporting.stats import paired_difference
+from cosmosfl.reporting.sweep_data import Point, Sweep
 
 
 def parse_base(text: str, keys: list[str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cosmosfl.experiment.runset import PROPOSED, Run, RunSet, role
+from cosmosfl.reporting.runset import PROPOSED, Run, RunSet, role
 
 # Evaluated models: (plain text, LaTeX / matplotlib mathtext).
 MODEL_LABELS = {

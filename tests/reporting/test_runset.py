@@ -5,7 +5,7 @@ import pytest
 
 from cosmosfl.algorithms import ALGORITHMS
 from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.runset import algorithm_order, display_name, load_runs, role
+from cosmosfl.reporting.runset import algorithm_order, display_name, load_runs, role
 
 from .test_report import COSMOS_FINAL, FEDMD_FINAL, baseline_runs, cosmos_runs
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cosmosfl.experiment.runset import Run, RunSet, display_name, role
-from cosmosfl.experiment.stats import Row, accuracy_rows, mean_sem
+from cosmosfl.reporting.runset import Run, RunSet, display_name, role
+from cosmosfl.reporting.stats import Row, accuracy_rows, mean_sem
 
 BASELINE = "local"
 GAINS_MD, GAINS_PNG = "client-gains.md", "client-gains.png"  # the report's files

@@ -1,5 +1,5 @@
-"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/, and the order and role
-in which reports show them (COSMOS, the federated baselines, the references)."""
+"""The finished runs of a comparison folder, DIR/<algorithm>/seed<k>/, in the order and with
+the roles in which reports show them (COSMOS, the federated baselines, the references)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosmosfl.algorithms.registry import ALGORITHMS
-from cosmosfl.experiment.config import ConfigError, reference_runs
+# The order, names and roles of algorithms are the comparison's own (experiment/catalog.py);
+# importable from here too.
+from cosmosfl.experiment.catalog import (
+    PROPOSED,
+    REFERENCES,
+    algorithm_order,
+    display_name,
+    role,
+)
+from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.rundir import METRICS, SUMMARY, read_records, read_summary
 
-PROPOSED = "cosmos"
-# Non-federated references, reported after the algorithms: `local` never communicates and
-# `centralized` pools private data. Everything else is a federated baseline.
-REFERENCES = ("local", "centralized")
+__all__ = [
+    "PROPOSED",
+    "REFERENCES",
+    "Run",
+    "RunSet",
+    "algorithm_order",
+    "display_name",
+    "load_runs",
+    "role",
+]
 
 
 @dataclass
@@ -31,33 +45,6 @@ class RunSet:
     root: Path
     runs: dict[str, list[Run]]  # by algorithm, in report order; each list sorted by seed
     unfinished: list[Path] = field(default_factory=list)
-
-
-def display_name(algorithm: str) -> str:
-    """How tables and plots name an algorithm or reference run: its class's `display_name`
-    ("COSMOS", "FedAvg"); a name nothing registers is shown as it is."""
-    cls = ALGORITHMS.get(algorithm) or reference_runs().get(algorithm)
-    return str(getattr(cls, "display_name", algorithm))
-
-
-def role(algorithm: str) -> str:
-    """'proposed', 'baseline' (federated, compared for †) or 'reference'."""
-    if algorithm == PROPOSED:
-        return "proposed"
-    return "reference" if algorithm in REFERENCES else "baseline"
-
-
-def algorithm_order(names: list[str]) -> list[str]:
-    """COSMOS first, then the baselines (registry order, then by name), then the references."""
-    registry = list(ALGORITHMS)
-
-    def key(name: str) -> tuple[int, int, str]:
-        group = {"proposed": 0, "baseline": 1, "reference": 2}[role(name)]
-        if group == 2:
-            return group, REFERENCES.index(name), name
-        return group, registry.index(name) if name in registry else len(registry), name
-
-    return sorted(names, key=key)
 
 
 def load_runs(root: str | Path, nested: bool = False) -> RunSet:

@@ -25,18 +25,13 @@ from typing import Any
 
 import yaml
 
-from cosmosfl.experiment.ablation import (
-    AblationReport,
-    Sweep,
-    cell_points,
-    is_numeric,
-    write_sweep_report,
-)
-from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.contrasts import set_contrasts
+from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.grid import parse_value, value_text
 from cosmosfl.experiment.rundir import write_atomic
-from cosmosfl.experiment.runset import Run, RunSet, algorithm_order, display_name, load_runs
-from cosmosfl.experiment.sweep import parse_value, value_text
+from cosmosfl.reporting.ablation import AblationReport, write_sweep_report
+from cosmosfl.reporting.contrasts import set_contrasts
+from cosmosfl.reporting.runset import Run, RunSet, algorithm_order, display_name, load_runs
+from cosmosfl.reporting.sweep_data import Sweep, cell_points, is_numeric
 
 ASSEMBLY = "assembly.yaml"
 # The key names the output files (ablation-<key>.md), so it must be a plain dotted name.

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from cosmosfl.experiment.config import ConfigError
-from cosmosfl.experiment.report import (
+from cosmosfl.reporting.report import (
     accuracy_rows,
     communication_rows,
     load_runs,

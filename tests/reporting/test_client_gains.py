@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cosmosfl.cli.main import main
-from cosmosfl.experiment.client_gains import client_gains
-from cosmosfl.experiment.runset import load_runs
+from cosmosfl.reporting.client_gains import client_gains
+from cosmosfl.reporting.runset import load_runs
 
 KINDS = {"0": "cnn", "1": "cnn", "2": "mlp", "3": "mlp"}
 

@@ -11,15 +11,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cosmosfl.experiment.report import title_line
-from cosmosfl.experiment.runset import PROPOSED, RunSet, display_name, role
-from cosmosfl.experiment.stats import COSMOS_CLIENT_LABEL, curve, model_label
+from cosmosfl.experiment.grid import value_text
+from cosmosfl.reporting.client_gains import BASELINE, LOSS_POINTS, ClientGains
+from cosmosfl.reporting.runset import PROPOSED, RunSet, display_name, role
+from cosmosfl.reporting.stats import COSMOS_CLIENT_LABEL, curve, model_label
+from cosmosfl.reporting.sweep_data import (
+    Sweep,
+    axis_label,
+    is_numeric,
+    lines_for,
+    others_text,
+    series_name,
+)
+from cosmosfl.reporting.sweep_data import title_line as sweep_title_line
+from cosmosfl.reporting.tables import title_line
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from cosmosfl.experiment.ablation import Sweep
-    from cosmosfl.experiment.client_gains import ClientGains
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -139,8 +147,6 @@ LINE_STYLES = ("-", "--", ":", "-.")
 
 def _gain_lines(ax: Any, gains: ClientGains, colour_of: dict[str, Any]) -> None:
     """Each evaluated model's pooled per-client gains, sorted, against the share of clients."""
-    from cosmosfl.experiment.client_gains import BASELINE, LOSS_POINTS
-
     styles: dict[str, int] = {}
     for row in gains.rows:
         values = np.sort(np.asarray(row.pooled, dtype=np.float64))
@@ -217,16 +223,6 @@ def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:
     """
     from matplotlib import colormaps
 
-    from cosmosfl.experiment.ablation import (
-        axis_label,
-        is_numeric,
-        lines_for,
-        others_text,
-        series_name,
-        title_line,
-    )
-    from cosmosfl.experiment.sweep import value_text
-
     values = next(a["values"] for a in sweep.axes if a["key"] == key)
     numeric = is_numeric(values)
     lines = lines_for(sweep, key)
@@ -268,7 +264,7 @@ def plot_ablation(sweep: Sweep, key: str, path: str | Path) -> Path:
     # A figure title, not the axes': centred over the axes, a long one was cut off at the left
     # edge once the legend took the right half of the figure.
     fig.suptitle(
-        f"accuracy against {key} — {title_line(sweep)}\n"
+        f"accuracy against {key} — {sweep_title_line(sweep)}\n"
         "last round, mean over clients; mean over seeds, error bars ± SEM",
         fontsize="medium",
     )

@@ -9,14 +9,9 @@ import pytest
 import yaml
 
 from cosmosfl.cli.main import main
-from cosmosfl.experiment.ablation import (
-    is_numeric,
-    lines_for,
-    load_sweep,
-    table_markdown,
-    write_ablation_report,
-)
 from cosmosfl.experiment.config import ConfigError
+from cosmosfl.reporting.ablation import table_markdown, write_ablation_report
+from cosmosfl.reporting.sweep_data import is_numeric, lines_for, load_sweep
 
 
 def write_run(path, algorithm, seed, final, *, reported="client_model", k=None, ari=None):

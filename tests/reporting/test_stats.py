@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from cosmosfl.experiment.runset import load_runs
-from cosmosfl.experiment.stats import accuracy_rows, curve, intervals_overlap, mean_sem
+from cosmosfl.reporting.runset import load_runs
+from cosmosfl.reporting.stats import accuracy_rows, curve, intervals_overlap, mean_sem
 
 from .test_report import COSMOS_FINAL, baseline_runs, cosmos_runs, write_run
 
