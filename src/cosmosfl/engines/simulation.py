@@ -29,7 +29,7 @@ from cosmosfl.engines.record import RoundLog
 from cosmosfl.engines.workers import WorkerPool, resolve_workers
 from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.torch import resolve_device
+from cosmosfl.learners.device import resolve_device
 
 
 class ClientError(RuntimeError):

@@ -18,7 +18,7 @@ from cosmosfl.engines.simulation import SimulationEngine
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.server_models import provide_server_learner
-from cosmosfl.learners.torch import resolve_device
+from cosmosfl.learners.device import resolve_device
 
 
 def simulate(

@@ -16,7 +16,11 @@ from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_t
 from cosmosfl.data.augment import Neighbours
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+# Re-exported: these lived here before learners/device.py, and older code imports them here.
+from cosmosfl.learners.device import DEVICES as DEVICES
+from cosmosfl.learners.device import DeviceUnavailableError as DeviceUnavailableError
+from cosmosfl.learners.device import resolve_device as resolve_device
+
 # "fp32": exact float32 everywhere (the reproducible reference). "bf16": forward passes under
 # bfloat16 autocast (CPU AMX / CUDA tensor cores); losses, optimizer and weights stay float32.
 PRECISIONS = ("fp32", "bf16")
@@ -29,35 +33,6 @@ NEIGHBOUR_BN = ("update", "frozen")
 LossTerm = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """An extra term of a training batch's loss: (inputs of the batch, the model's logits) -> a
 scalar tensor (see `TorchLearner.fit`)."""
-
-
-class DeviceUnavailableError(ValueError):
-    """A device was requested that this machine does not have (a user error, not a bug)."""
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """'auto' picks CUDA, then MPS, then CPU; an unavailable explicit choice is a clear error."""
-    name = str(device)
-    base = name.split(":")[0]
-    if base not in DEVICES:
-        raise ValueError(f"device {name!r} is not supported; allowed: {', '.join(DEVICES)}")
-    if base == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if base == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailableError(
-            "device 'cuda' was requested but no CUDA device is available to torch "
-            f"{torch.__version__} (a CPU-only build, no driver, or CUDA_VISIBLE_DEVICES hides "
-            "the GPUs); use device=cpu"
-        )
-    if base == "mps" and not torch.backends.mps.is_available():
-        raise DeviceUnavailableError(
-            "device 'mps' was requested but MPS is not available; use device=cpu"
-        )
-    return torch.device(name)
 
 
 # Training steps on fewer samples run in the default layout on CPU (`_small_batch_layout`).

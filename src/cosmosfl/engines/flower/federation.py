@@ -46,7 +46,7 @@ from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
 from cosmosfl.engines.simulation import ParticipationError
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.torch import resolve_device
+from cosmosfl.learners.device import resolve_device
 
 
 class FlowerFederation:
