@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     from cosmosfl.data import DatasetFormatError, DatasetNotFoundError, PartitionError
     from cosmosfl.engines.simulation import ParticipationError
     from cosmosfl.experiment.config import ConfigError
-    from cosmosfl.learners.device import DeviceUnavailableError
+    from cosmosfl.learners.torch import DeviceUnavailableError
     from cosmosfl.models import UnknownModelError
 
     args = parse_args(build_parser(), argv)
