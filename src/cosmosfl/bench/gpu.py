@@ -23,7 +23,8 @@ from cosmosfl.bench.accuracy import PAPER_MODELS
 from cosmosfl.bench.common import Report, interleaved, median
 from cosmosfl.bench.rounds import PAPER_REFERENCE, cifar_dir, paper_round
 from cosmosfl.bench.training import stacked_vs_sequential
-from cosmosfl.learners.torch import DeviceUnavailableError, TorchLearner
+from cosmosfl.learners.device import DeviceUnavailableError
+from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import build_model, count_parameters
 
 VARIANTS = (

@@ -3,6 +3,7 @@
 `simulate` and `SimulationResult`, which wrap the engine for Python users, belong to the
 experiment layer, a layer up (and are importable from the top-level package)."""
 
+from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.simulation import ClientError, SimulationEngine
 
-__all__ = ["ClientError", "SimulationEngine"]
+__all__ = ["ClientError", "EngineOptions", "SimulationEngine"]

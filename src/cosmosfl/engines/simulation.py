@@ -3,41 +3,37 @@
 The engine delivers protocol messages to `Client.handle`, validates every reply, counts every
 payload byte per client and direction, times each phase, and collects per-round records. It
 does not know which algorithm it runs: it gives the clients the algorithm's client handlers
-(`Algorithm.client_handlers`) and reads its name for the record.
+(`Algorithm.client_handlers`) and reads its name for the record. What it does alike with the
+Flower engine (faults, validation, participation, the round and its record) is inherited from
+`BaseFederation` (engines/base.py); what is its own is delivery: in this process or in worker
+processes, and what a failing client's reply does (`strict`, `on_reject`).
 """
 
 from __future__ import annotations
 
-import math
 import re
-import time
 import warnings
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
-from cosmosfl.core import codecs, protocol
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Request, as_message
-from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
-from cosmosfl.engines.progress import Reporter, SilentReporter
-from cosmosfl.engines.record import RoundLog
+from cosmosfl.engines.base import BaseFederation
+from cosmosfl.engines.base import ParticipationError as ParticipationError  # its old home
+from cosmosfl.engines.faults import FaultConfig, crash_reply
+from cosmosfl.engines.options import EngineOptions
+from cosmosfl.engines.progress import Reporter
 from cosmosfl.engines.workers import WorkerPool, resolve_workers
 from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.torch import resolve_device
 
 
 class ClientError(RuntimeError):
     """Client code raised an exception (strict mode)."""
-
-
-class ParticipationError(RuntimeError):
-    """Too few clients answered a step of a round (below `min_participation`)."""
 
 
 class ClientRejectedError(ClientError, ValueError):
@@ -59,7 +55,7 @@ class ClientRejectedWarning(UserWarning):
 ON_REJECT = ("record", "warn", "raise")
 
 
-class SimulationEngine:
+class SimulationEngine(BaseFederation):
     """Implements the algorithms' `Federation` view over in-memory clients."""
 
     def __init__(
@@ -70,25 +66,28 @@ class SimulationEngine:
         seed: int = 0,
         device: str = "cpu",
         reporter: Reporter | None = None,
-        max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
+        options: EngineOptions | None = None,
         strict: bool = True,
-        faults: FaultConfig | Mapping[str, Any] | None = None,
-        min_participation: float = 0.0,
-        workers: int | str = 1,
-        worker_devices: Sequence[str] | None = None,
         on_reject: str = "record",
-        threads: int = 1,
+        max_payload_bytes: int | None = None,
+        faults: FaultConfig | Mapping[str, Any] | None = None,
+        min_participation: float | None = None,
+        workers: int | str | None = None,
+        worker_devices: Sequence[str] | None = None,
+        threads: int | None = None,
     ) -> None:
-        """`strict`: an exception raised by client code stops the run with its traceback
-        (a bug should not silently shrink the federation); otherwise the client is excluded
-        from that step like a client whose payload was rejected. Injected faults (`faults`,
-        see engines/faults.py) never stop a run. A step answered by fewer than
-        `min_participation` of the clients it addressed ends the run (ParticipationError).
-        `workers` > 1 serves clients from that many processes, `threads` torch threads each
-        (engines/workers.py; "auto": one per usable core, at most one per client, serial for
-        small data, AUTO_MIN_VALUES); the algorithm's `map_public` work (COSMOS's cluster
-        models) runs there too.
+        """`options` (engines/options.py): faults, `min_participation`, the payload limit and
+        the worker processes; the keywords of the same names are the older way to give them,
+        and win over `options` where given. Injected faults (`faults`, see engines/faults.py)
+        never stop a run. A step answered by fewer than `min_participation` of the clients it
+        addressed ends the run (ParticipationError). `workers` > 1 serves clients from that
+        many processes, `threads` torch threads each (engines/workers.py; "auto": one per
+        usable core, at most one per client, serial for small data, AUTO_MIN_VALUES); the
+        algorithm's `map_public` work (COSMOS's cluster models) runs there too.
         `sync_clients()` / `close()` bring the trained learners back.
+        `strict`: an exception raised by client code stops the run with its traceback
+        (a bug should not silently shrink the federation); otherwise the client is excluded
+        from that step like a client whose payload was rejected.
         `on_reject`: what a rejected reply (the client is excluded from the step) does beyond
         its `rejected` entry in the round record: "record" nothing more, "warn" a
         ClientRejectedWarning, "raise" a ClientRejectedError at once. Replies of injected
@@ -96,8 +95,14 @@ class SimulationEngine:
         if on_reject not in ON_REJECT:
             raise ValueError(f"on_reject = {on_reject!r}; allowed: {', '.join(ON_REJECT)}")
         self.on_reject = on_reject
-        if not 0 <= min_participation <= 1:
-            raise ValueError(f"min_participation must lie in [0, 1], got {min_participation}")
+        options = (options or EngineOptions()).with_keywords(
+            faults=faults,
+            min_participation=min_participation,
+            max_payload_bytes=max_payload_bytes,
+            workers=workers,
+            threads=threads,
+            worker_devices=worker_devices,
+        )
         if not clients:
             raise ValueError("a federation needs at least one client")
         ids = [c.id for c in clients]
@@ -112,32 +117,29 @@ class SimulationEngine:
         self._clients = {c.id: c for c in sorted(clients, key=lambda c: c.id)}
         for c in self._clients.values():
             c.public_x = public_x
-        self._public_x = public_x
-        self._num_classes = classes.pop()
-        self._seed = int(seed)
-        self._device = str(resolve_device(device))
-        self.reporter = reporter or SilentReporter()
-        self.max_payload_bytes = max_payload_bytes
-        self.strict = strict
-        self.min_participation = float(min_participation)
-        config = fault_config(faults)
-        self.faults = (
-            FaultInjector(config, list(self._clients), self._seed)
-            if config is not None and config.active
-            else None
+        super().__init__(
+            public_x,
+            classes.pop(),
+            list(self._clients),
+            seed=seed,
+            device=device,
+            reporter=reporter,
+            options=options,
         )
-        self._round = 0
-        self._reset_round()
+        self.strict = strict
         values = sum(np.asarray(c.train[0]).size for c in clients) + len(ids) * public_x.size
         self.workers = min(
-            resolve_workers(workers, len(ids), threads=threads, data_values=int(values)), len(ids)
+            resolve_workers(
+                options.workers, len(ids), threads=options.threads, data_values=int(values)
+            ),
+            len(ids),
         )
         self._pool = (
             WorkerPool(
                 list(self._clients.values()),
                 self.workers,
-                threads=threads,
-                devices=worker_devices,
+                threads=options.threads,
+                devices=options.worker_devices,
                 public_x=public_x,
             )
             if self.workers > 1
@@ -169,22 +171,6 @@ class SimulationEngine:
     def client_ids(self) -> list[int]:
         return list(self._clients)
 
-    @property
-    def num_classes(self) -> int:
-        return self._num_classes
-
-    @property
-    def public_x(self) -> np.ndarray:
-        return self._public_x
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @property
-    def device(self) -> str:
-        return self._device
-
     def map_public(self, fn: Callable[[np.ndarray, Any], Any], items: Sequence[Any]) -> list[Any]:
         """`[fn(public_x, item) for item in items]`: in the worker processes when there are any
         and server models live on the CPU (each item wholly in one worker, one thread, so the
@@ -208,70 +194,38 @@ class SimulationEngine:
         messages = {cid: as_message(m) for cid, m in messages.items()}
         replies: dict[int, protocol.Reply] = {}
         failures: list[str] = []
-        context = {"n": len(self._public_x), "m": self._num_classes}
-        # Worker processes answer all messages concurrently; replies are then processed in
-        # client order exactly as in the serial loop below.
         unknown = sorted(set(messages) - set(self._clients))
         if unknown:
             raise KeyError(f"message addressed to unknown client(s) {unknown}")
-        planned = {
-            cid: self.faults.fault(self._round, cid, m.task) if self.faults else None
-            for cid, m in messages.items()
-        }
+        step = self._next_step()
+        planned = self._plan_faults(messages)
         # Clients that drop out or crash are never asked, in a worker or in this process.
+        # Worker processes answer all messages concurrently; replies are then processed in
+        # client order exactly as in the serial loop below.
         served = {c: m for c, m in messages.items() if planned[c] not in ("dropout", "crash")}
         delivered = self._pool.handle(served) if self._pool is not None else None
         for cid in sorted(messages):
-            message = messages[cid]
-            fault = planned[cid]
-            if fault is not None:
-                self._faults.append({"client": cid, "task": message.task, "fault": fault})
-            if fault == "dropout":  # offline: never asked, nothing sent or received
-                failures.append(f"client {cid} dropped out")
+            message, fault = messages[cid], planned[cid]
+            if not self._address(cid, message, fault, failures):
                 continue
-            self._bytes_down[cid] += protocol.message_bytes(message)
             if fault == "crash":
                 reply = crash_reply(message)
             elif delivered is not None:
                 reply = delivered[cid]
             else:
                 reply = self._clients[cid].handle(message)
-            if self.faults is not None:
-                reply = self.faults.apply(
-                    reply, fault, self._round, cid, context, self.max_payload_bytes
-                )
+            reply = self._falsify(cid, reply, fault)
             if self.strict and _raised(reply):
                 raise ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "
                     f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
                     "(run with strict=False to exclude failing clients instead)"
                 )
-            if isinstance(reply, protocol.Reply):
-                self._bytes_up[cid] += protocol.message_bytes(reply)
-            spec = protocol.REPLY_SPECS[message.task] if expect is None else expect
-            try:
-                if fault == "straggler":
-                    raise protocol.PayloadError(cid, message.task, LATE)
-                replies[cid] = codecs.receive_reply(
-                    reply,
-                    spec,
-                    context,
-                    client_id=cid,
-                    task=message.task,
-                    max_bytes=self.max_payload_bytes,
-                )
-            except protocol.PayloadError as err:
-                failures.append(str(err))
-                self._rejected.append({"client": cid, "task": message.task, "reason": err.reason})
-                self.reporter.log(f"round {self._round}: {err}")
-                if fault is None and not self._byzantine(cid, message.task):
-                    self._on_rejected(cid, message.task, err.reason)
-        if messages and not replies:
-            raise ParticipationError(
-                f"round {self._round}: every client failed task "
-                f"{next(iter(messages.values())).task!r}; first error: {failures[0]}"
-            )
-        self._check_participation(messages, replies)
+            accepted = self._receive(step, cid, message.task, reply, fault, expect, failures)
+            if accepted is not None:
+                replies[cid] = accepted
+        task = next(iter(messages.values())).task if messages else protocol.EVALUATE
+        self._check_participation(task, len(messages), len(replies), failures)
         return replies
 
     def _byzantine(self, cid: int, task: str) -> bool:
@@ -282,9 +236,10 @@ class SimulationEngine:
             and cid in self.faults.byzantine
         )
 
-    def _on_rejected(self, cid: int, task: str, reason: str) -> None:
-        """Raise or warn about a real (not injected) rejection, as `on_reject` asks."""
-        if self.on_reject == "record":
+    def _rejected_reply(self, cid: int, task: str, reason: str, fault: str | None) -> None:
+        """Raise or warn about a real rejection, as `on_reject` asks; an injected fault's or a
+        Byzantine client's reply is only recorded (it is deliberate)."""
+        if self.on_reject == "record" or fault is not None or self._byzantine(cid, task):
             return
         text = rejection_message(self._round, cid, task, reason)
         if self.on_reject == "raise":
@@ -299,20 +254,8 @@ class SimulationEngine:
         warnings.warn(
             f"{text} (strict=False: client {cid} is left out of this step; the run goes on)",
             ClientRejectedWarning,
-            stacklevel=3,  # the line that called `send` (the algorithm's step)
+            stacklevel=4,  # the line that called `send` (the algorithm's step)
         )
-
-    def _check_participation(
-        self, messages: Mapping[int, protocol.Message], replies: Mapping[int, protocol.Reply]
-    ) -> None:
-        need = math.ceil(self.min_participation * len(messages) - 1e-9)
-        if len(replies) < need:
-            task = next(iter(messages.values())).task
-            raise ParticipationError(
-                f"round {self._round}: only {len(replies)} of {len(messages)} clients answered "
-                f"task {task!r}; min_participation = {self.min_participation:g} needs {need} "
-                "(lower min_participation to train on fewer clients)"
-            )
 
     def evaluate_server_models(
         self, models: Mapping[int, Learner], split: str = "test"
@@ -321,50 +264,9 @@ class SimulationEngine:
             cid: models[cid].evaluate(*self._clients[cid].split(split)) for cid in sorted(models)
         }
 
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        self.reporter.phase(name)
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._seconds[name] += time.perf_counter() - start
-
-    def log(self, text: str) -> None:
-        self.reporter.log(f"round {self._round}: {text}")
-
     # -- running -----------------------------------------------------------------------------
-    def _reset_round(self) -> None:
-        self._bytes_up: dict[int, int] = dict.fromkeys(self._clients, 0)
-        self._bytes_down: dict[int, int] = dict.fromkeys(self._clients, 0)
-        self._seconds: dict[str, float] = defaultdict(float)
-        self._rejected: list[dict[str, Any]] = []
-        self._faults: list[dict[str, Any]] = []
-
-    def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
-        """Run one round of `algorithm` and return its JSON-ready record."""
-        self._round = round_num
-        self._reset_round()
-        self.reporter.round_start(round_num, rounds)
+    def _begin_round(self, algorithm: Algorithm) -> None:
         self.use_handlers(handlers_for(algorithm))
-        start = time.perf_counter()
-        rec = algorithm.run_round(self, round_num)
-        total = time.perf_counter() - start
-        record = RoundLog(
-            round_num,
-            algorithm.name,
-            algorithm.reported_model,
-            rec,
-            bytes_up=self._bytes_up,
-            bytes_down=self._bytes_down,
-            seconds=self._seconds,
-            total_seconds=total,
-            rejected=self._rejected,
-            faults=None if self.faults is None else self._faults,
-            byzantine=None if self.faults is None else sorted(self.faults.byzantine),
-        ).to_json()
-        self.reporter.round_end(record)
-        return record
 
     def run(
         self, algorithm: Algorithm, rounds: int, *, start_round: int = 1

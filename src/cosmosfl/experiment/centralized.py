@@ -20,6 +20,7 @@ import numpy as np
 from cosmosfl.algorithms.base import RoundRecord
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
+from cosmosfl.engines.record import RoundLog
 from cosmosfl.experiment.parts import make_learner
 from cosmosfl.experiment.references import REFERENCE_RUNS, Centralized, centralized_architecture
 from cosmosfl.experiment.result import SimulationResult
@@ -123,20 +124,17 @@ def _engine_record(
     ids: list[int],
     seconds: dict[str, float],
 ) -> dict[str, Any]:
-    """The simulation engine's record layout, with zero bytes (nothing crosses a network)."""
-    record: dict[str, Any] = {
-        "round": round_num,
-        "algorithm": Centralized.name,
-        "primary_model": Centralized.reported_model,
-        "accuracy": {m: {str(c): a for c, a in v.items()} for m, v in rec.accuracy.items()},
-        "mean_accuracy": {m: float(np.mean(list(v.values()))) for m, v in rec.accuracy.items()},
-    }
-    if rec.top5:
-        record["top5"] = {m: {str(c): a for c, a in v.items()} for m, v in rec.top5.items()}
-        record["mean_top5"] = {m: float(np.mean(list(v.values()))) for m, v in rec.top5.items()}
-    record.update(info)
-    record["bytes_up"] = {str(c): 0 for c in ids}
-    record["bytes_down"] = {str(c): 0 for c in ids}
-    record["seconds"] = {k: round(v, 4) for k, v in seconds.items()}
-    record["rejected"] = []
-    return record
+    """The engines' record (their one serialiser, `RoundLog`), with zero bytes: nothing crosses
+    a network. `seconds` holds the phases and the round's "total"."""
+    phases = {k: v for k, v in seconds.items() if k != "total"}
+    return RoundLog(
+        round_num,
+        Centralized.name,
+        Centralized.reported_model,
+        RoundRecord(rec.accuracy, rec.top5, {**rec.info, **info}),
+        bytes_up=dict.fromkeys(ids, 0),
+        bytes_down=dict.fromkeys(ids, 0),
+        seconds=phases,
+        total_seconds=seconds["total"],
+        rejected=[],
+    ).to_json()

@@ -11,14 +11,14 @@ import torch
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
-from cosmosfl.core import protocol
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import SimulationResult
 from cosmosfl.experiment.server_models import provide_server_learner
-from cosmosfl.learners.torch import resolve_device
+from cosmosfl.learners.device import resolve_device
 
 
 def simulate(
@@ -31,10 +31,11 @@ def simulate(
     device: str = "cpu",
     progress: bool | Reporter = False,
     strict: bool = True,
+    options: EngineOptions | None = None,
     faults: FaultConfig | Mapping[str, Any] | None = None,
-    min_participation: float = 0.0,
-    max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
-    workers: int | str = 1,
+    min_participation: float | None = None,
+    max_payload_bytes: int | None = None,
+    workers: int | str | None = None,
 ) -> SimulationResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
@@ -57,28 +58,34 @@ def simulate(
     multiprocessing). An algorithm that trains server models from the registry (COSMOS) and
     has no `server_learner` gets the one its server_* settings describe
     (`torch_server_learner`).
+    `options` (an `EngineOptions`) gives the engine settings as one value, `threads` and
+    `worker_devices` included; `faults`, `min_participation`, `max_payload_bytes` and
+    `workers` are the same settings as keywords, which win over `options` where given.
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     # The server factory first (on the device the engine will use): the checks build a server
     # model; both before the engine, which may start worker processes.
     provide_server_learner(algorithm, str(resolve_device(device)))
     check_federation(algorithm, clients, public_x, seed=seed)
+    options = (options or EngineOptions()).with_keywords(
+        faults=faults,
+        min_participation=min_participation,
+        max_payload_bytes=max_payload_bytes,
+        workers=workers,
+    )
     engine = SimulationEngine(
         clients,
         public_x,
         seed=seed,
         device=device,
         reporter=reporter,
+        options=options,
         strict=strict,
-        faults=faults,
-        min_participation=min_participation,
-        max_payload_bytes=max_payload_bytes,
-        workers=workers,
         on_reject="raise" if strict else "warn",
     )
     threads = torch.get_num_threads()
-    if workers != 1:  # this process's share (clustering, ...) as in a worker; "auto" always
-        torch.set_num_threads(1)
+    if options.workers != 1:  # this process's share (clustering, ...) as in a worker; "auto" always
+        torch.set_num_threads(options.threads)
     try:
         with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
             torch.manual_seed(seed)

@@ -16,6 +16,7 @@ import yaml
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.engines import workers as engine_workers
+from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import SimulationEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
@@ -255,11 +256,7 @@ def _run_federated(
             seed=cfg.seed,
             device=cfg.device,
             reporter=reporter,
-            faults=cfg.faults,
-            min_participation=cfg.min_participation,
-            max_payload_bytes=cfg.max_payload_bytes,
-            workers=cfg.workers,
-            threads=parallelism(cfg)[1] or 1,
+            options=engine_options(cfg),
         )
         reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
     for notice in cfg.notices:
@@ -310,6 +307,19 @@ def parallelism(cfg: ExperimentConfig, num_clients: int | None = None) -> tuple[
     threads = cfg.threads if cfg.threads is not None else (None if cfg.workers == 1 else 1)
     workers = engine_workers.resolve_workers(cfg.workers, max(int(n), 1), threads=threads or 1)
     return workers, threads
+
+
+def engine_options(cfg: ExperimentConfig) -> EngineOptions:
+    """The engine settings of a run of `cfg`, for either engine: faults, participation, the
+    payload limit, and the worker processes and threads `parallelism` gives (which only the
+    in-process engine uses: Flower's clients run on their own nodes)."""
+    return EngineOptions(
+        faults=cfg.faults,
+        min_participation=cfg.min_participation,
+        max_payload_bytes=cfg.max_payload_bytes,
+        workers=cfg.workers,
+        threads=parallelism(cfg)[1] or 1,
+    )
 
 
 def describe_parallelism(

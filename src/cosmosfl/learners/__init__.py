@@ -7,10 +7,11 @@ from cosmosfl.learners.base import (
     validate_fit_inputs,
 )
 from cosmosfl.learners.boosting import LightGBMLearner, XGBoostLearner
+from cosmosfl.learners.device import resolve_device
 from cosmosfl.learners.factory import learner_for_estimator
 from cosmosfl.learners.refit import RefitLearner
 from cosmosfl.learners.sklearn import SklearnLearner
-from cosmosfl.learners.torch import TorchLearner, resolve_device
+from cosmosfl.learners.torch import TorchLearner
 
 __all__ = [
     "Learner",

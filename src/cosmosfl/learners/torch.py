@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,12 @@ from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_t
 from cosmosfl.data.augment import Neighbours
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+# Re-exported: these lived here before learners/device.py, and older code imports them here.
+from cosmosfl.learners.device import DEVICES as DEVICES
+from cosmosfl.learners.device import DeviceUnavailableError as DeviceUnavailableError
+from cosmosfl.learners.device import resolve_device as resolve_device
+from cosmosfl.learners.torch_params import ModelParameters
+
 # "fp32": exact float32 everywhere (the reproducible reference). "bf16": forward passes under
 # bfloat16 autocast (CPU AMX / CUDA tensor cores); losses, optimizer and weights stay float32.
 PRECISIONS = ("fp32", "bf16")
@@ -31,40 +36,11 @@ LossTerm = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 scalar tensor (see `TorchLearner.fit`)."""
 
 
-class DeviceUnavailableError(ValueError):
-    """A device was requested that this machine does not have (a user error, not a bug)."""
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """'auto' picks CUDA, then MPS, then CPU; an unavailable explicit choice is a clear error."""
-    name = str(device)
-    base = name.split(":")[0]
-    if base not in DEVICES:
-        raise ValueError(f"device {name!r} is not supported; allowed: {', '.join(DEVICES)}")
-    if base == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if base == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailableError(
-            "device 'cuda' was requested but no CUDA device is available to torch "
-            f"{torch.__version__} (a CPU-only build, no driver, or CUDA_VISIBLE_DEVICES hides "
-            "the GPUs); use device=cpu"
-        )
-    if base == "mps" and not torch.backends.mps.is_available():
-        raise DeviceUnavailableError(
-            "device 'mps' was requested but MPS is not available; use device=cpu"
-        )
-    return torch.device(name)
-
-
 # Training steps on fewer samples run in the default layout on CPU (`_small_batch_layout`).
 SMALL_CHANNELS_LAST_BATCH = 8
 
 
-class TorchLearner(Learner):
+class TorchLearner(ModelParameters, Learner):
     """Trains a PyTorch classifier with the paper's recipe (PAPER_NOTES defaults).
 
     A fresh Adam optimizer per call (lr 1e-3 on true labels, 1e-4 on pseudo-labels), no weight
@@ -249,67 +225,6 @@ class TorchLearner(Learner):
 
         return self._run(step)
 
-    # -- parameters (homogeneous-architecture baselines only) --------------------------------
-    def head_names(self) -> list[str]:
-        """Parameter names of the classifier head: the last Linear (or Conv2d) layer."""
-        layers = [
-            (name, m)
-            for name, m in self.model.named_modules()
-            if isinstance(m, nn.Linear | nn.Conv2d)
-        ]
-        if not layers:
-            raise ValueError("the model has no Linear or Conv2d layer to call its head")
-        prefix, layer = layers[-1]
-        return [f"{prefix}.{n}" if prefix else n for n, _ in layer.named_parameters()]
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        """Floating-point state (parameters and e.g. BatchNorm statistics) as float32 arrays,
-        named and ordered as in `state_dict`; integer buffers (batch counters) stay local."""
-        return {
-            name: t.detach().cpu().numpy().astype(np.float32, copy=True)
-            for name, t in self.model.state_dict().items()
-            if t.is_floating_point()
-        }
-
-    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
-        """Load arrays named as `get_weights` returns them (all of them, same shapes)."""
-        state = self.model.state_dict()
-        expected = {n for n, t in state.items() if t.is_floating_point()}
-        if set(weights) != expected:
-            missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)
-            raise ValueError(f"weights do not match the model: missing {missing}, extra {extra}")
-        for name, array in weights.items():
-            if tuple(array.shape) != tuple(state[name].shape):
-                raise ValueError(
-                    f"weight {name!r} has shape {tuple(array.shape)}, "
-                    f"the model has {tuple(state[name].shape)}"
-                )
-        with torch.no_grad():
-            for name, array in weights.items():
-                state[name].copy_(torch.as_tensor(np.asarray(array)).to(state[name].dtype))
-
-    @torch.no_grad()
-    def recalibrate_batchnorm(self, x: np.ndarray) -> dict[str, float]:
-        """Recompute BatchNorm running statistics for the current weights from `x` (one pass,
-        exact averages, no training): needed when weights were set from outside (pFedHN)."""
-        norms = [m for m in self.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-        if not norms:
-            return {"recalibrated": 0.0}
-        momenta = [m.momentum for m in norms]
-        self.model.eval()
-        for m in norms:
-            m.reset_running_stats()
-            m.momentum = None  # cumulative average over the pass
-            m.train()
-        try:
-            for chunk in torch.as_tensor(np.asarray(x)).split(self.eval_batch_size):
-                self.model(chunk.to(self.device, torch.float32))
-        finally:
-            for m, momentum in zip(norms, momenta, strict=True):
-                m.momentum = momentum
-            self.model.eval()
-        return {"recalibrated": float(len(norms))}
-
     def clone(self, seed: int) -> TorchLearner:
         """An independent copy (same weights and settings) with its own random stream."""
         return TorchLearner(
@@ -429,26 +344,6 @@ class TorchLearner(Learner):
                 )
                 for _ in range(self.consistency_samples)
             )
-
-    @contextlib.contextmanager
-    def _frozen_bn(self) -> Iterator[None]:
-        """BatchNorm layers normalise with batch statistics but leave their running statistics
-        as they are. Momentum 0 makes the layer's own update a no-op (running statistics are
-        saved for backward, so they must not be rewritten after the pass); the batch counter
-        is put back."""
-        norms = [m for m in self.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-        saved = [(m.momentum, m.num_batches_tracked) for m in norms]
-        counts = [None if c is None else c.clone() for _, c in saved]
-        for m in norms:
-            m.momentum = 0.0
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                for m, (momentum, counter), count in zip(norms, saved, counts, strict=True):
-                    m.momentum = momentum
-                    if counter is not None and count is not None:
-                        counter.copy_(count)
 
     # -- checkpoints -------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def run_on_grid(
     reporter: Reporter | None = None,
 ) -> dict[str, Any]:
     """Run `cfg` over `grid`; returns the summary (also written to `settings.out` if set)."""
-    from cosmosfl.experiment.runner import run_experiment
+    from cosmosfl.experiment.runner import engine_options, run_experiment
 
     if settings.out:
         refuse_interrupted(settings.out, settings.force)
@@ -82,9 +82,7 @@ def run_on_grid(
             reporter=rep,
             reply_timeout=settings.reply_timeout,
             discovery_timeout=settings.discovery_timeout,
-            max_payload_bytes=cfg.max_payload_bytes,
-            faults=cfg.faults,
-            min_participation=cfg.min_participation,
+            options=engine_options(cfg),
         )
         fed.connect()
         engines.append(fed)

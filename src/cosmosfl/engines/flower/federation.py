@@ -21,35 +21,35 @@ network:
   answered by a crash reply without being asked, a straggler's reply is discarded when it
   arrives, and a corrupt or Byzantine client's decoded reply is damaged or falsified before
   validation. The records equal the in-process engine's (docs/flower.md, "Injected faults").
+
+What both engines do alike (faults, validation, participation, the round and its record) is
+inherited from `BaseFederation` (engines/base.py); this module is the Flower delivery.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from cosmosfl.algorithms.base import Algorithm, DeferredMetrics
-from cosmosfl.core import codecs, protocol
+from cosmosfl.algorithms.base import DeferredMetrics, RoundRecord
+from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Request, as_message
-from cosmosfl.engines.faults import LATE, FaultConfig, FaultInjector, crash_reply, fault_config
+from cosmosfl.engines.base import BaseFederation
+from cosmosfl.engines.faults import FaultConfig, crash_reply
 from cosmosfl.engines.flower import codec
 from cosmosfl.engines.flower.tickets import PendingReplies, Ticket, server_eval_item
-from cosmosfl.engines.progress import Reporter, SilentReporter
-from cosmosfl.engines.record import RoundLog
-from cosmosfl.engines.simulation import ParticipationError
+from cosmosfl.engines.options import EngineOptions
+from cosmosfl.engines.progress import Reporter
 from cosmosfl.learners.base import Learner
-from cosmosfl.learners.torch import resolve_device
 
 
-class FlowerFederation:
+class FlowerFederation(BaseFederation):
     """Implements `Federation` over a Flower Grid (simulation or deployment runtime)."""
 
     def __init__(
@@ -64,39 +64,36 @@ class FlowerFederation:
         reporter: Reporter | None = None,
         reply_timeout: float = 600.0,
         discovery_timeout: float = 300.0,
-        max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES,
+        options: EngineOptions | None = None,
+        max_payload_bytes: int | None = None,
         faults: FaultConfig | Mapping[str, Any] | None = None,
-        min_participation: float = 0.0,
+        min_participation: float | None = None,
     ) -> None:
-        """`faults` and `min_participation` as in `SimulationEngine`: the same seeded faults
-        (decided over `expected_clients`, so the Byzantine set is the in-process one), and a
-        step answered by fewer than `min_participation` of the clients it addressed ends the
-        run (ParticipationError)."""
-        if not 0 <= min_participation <= 1:
-            raise ValueError(f"min_participation must lie in [0, 1], got {min_participation}")
+        """`options` as in `SimulationEngine` (the keywords of the same names, the older way,
+        win where given): the same seeded faults (decided over `expected_clients`, so the
+        Byzantine set is the in-process one), the payload limit, and a step answered by fewer
+        than `min_participation` of the clients it addressed ends the run
+        (ParticipationError). Its worker settings do not apply: clients run on their nodes."""
+        options = (options or EngineOptions()).with_keywords(
+            max_payload_bytes=max_payload_bytes, faults=faults, min_participation=min_participation
+        )
         self.grid = grid
-        self._public_x = np.asarray(public_x)
-        self._num_classes = int(num_classes)
         self._expected = sorted(expected_clients)
-        self._seed = int(seed)
-        self._device = str(resolve_device(device))
-        self.reporter = reporter or SilentReporter()
         self.reply_timeout = float(reply_timeout)
         self.discovery_timeout = float(discovery_timeout)
-        self.max_payload_bytes = max_payload_bytes
-        self.min_participation = float(min_participation)
-        config = fault_config(faults)
-        self.faults = (
-            FaultInjector(config, self._expected, self._seed)
-            if config is not None and config.active
-            else None
-        )
         self._nodes: dict[int, int] = {}  # partition id -> Flower node id
         self.refused: dict[int, str] = {}  # client id -> why it refused to join (sites)
         self.client_models: dict[int, str] = {}  # client id -> the model its site says it has
         self._queue: dict[int, list[tuple[Ticket, codec.Item]]] = defaultdict(list)
-        self._round = 0
-        self._reset_round()
+        super().__init__(
+            public_x,
+            num_classes,
+            self._expected,
+            seed=seed,
+            device=device,
+            reporter=reporter,
+            options=options,
+        )
 
     # -- discovery ---------------------------------------------------------------------------
     def connect(self, poll_seconds: float = 1.0) -> list[int]:
@@ -162,22 +159,6 @@ class FlowerFederation:
     def client_ids(self) -> list[int]:
         return sorted(self._nodes)
 
-    @property
-    def num_classes(self) -> int:
-        return self._num_classes
-
-    @property
-    def public_x(self) -> np.ndarray:
-        return self._public_x
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @property
-    def device(self) -> str:
-        return self._device
-
     def send(
         self,
         messages: Mapping[int, Request | protocol.Message],
@@ -190,16 +171,13 @@ class FlowerFederation:
             raise KeyError(f"message addressed to unknown client(s) {unknown}")
         ticket = self._ticket(task, expect, sorted(messages))
         queued = False
+        planned = self._plan_faults(messages)
         for cid in sorted(messages):
-            message = messages[cid]
-            fault = self.faults.fault(self._round, cid, message.task) if self.faults else None
+            message, fault = messages[cid], planned[cid]
             if fault is not None:
                 ticket.faults[cid] = fault
-                self._faults.append({"client": cid, "task": message.task, "fault": fault})
-            if fault == "dropout":  # offline: never asked, nothing sent or received
-                ticket.failures.append(f"client {cid} dropped out")
+            if not self._address(cid, message, fault, ticket.failures):
                 continue
-            self._bytes_down[cid] += protocol.message_bytes(message)
             if fault == "crash":  # raises at the start of the task: no work, an error reply
                 self._accept(ticket, cid, codec.ItemReply(codec.PROTOCOL, crash_reply(message)))
                 continue
@@ -219,8 +197,7 @@ class FlowerFederation:
     def _ticket(
         self, task: str, expect: Mapping[str, protocol.ArraySpec] | None, clients: list[int]
     ) -> Ticket:
-        self._steps += 1
-        return Ticket(task, expect, clients, seq=self._steps)
+        return Ticket(task, expect, clients, seq=self._next_step())
 
     def evaluate_server_models(
         self, models: Mapping[int, Learner], split: str = "test"
@@ -253,18 +230,6 @@ class FlowerFederation:
             return {cid: dict(r.metrics) for cid, r in sorted(ticket.replies.items())}
 
         return DeferredMetrics(read)  # type: ignore[return-value]
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        self.reporter.phase(name)
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._seconds[name] += time.perf_counter() - start
-
-    def log(self, text: str) -> None:
-        self.reporter.log(f"round {self._round}: {text}")
 
     # -- the wire ----------------------------------------------------------------------------
     def _message(self, node: int, batch: codec.Batch, ttl: float) -> Message:
@@ -324,20 +289,9 @@ class FlowerFederation:
     def _close(self, ticket: Ticket) -> None:
         """Mark a step answered; stop the run if too few clients answered it (as in-process)."""
         ticket.done = True
-        if not ticket.clients or ticket.task == "server_eval":
-            return
-        if not ticket.replies:
-            raise ParticipationError(
-                f"round {self._round}: every client failed task {ticket.task!r}; "
-                f"first error: {ticket.failures[0] if ticket.failures else 'none'}"
-            )
-        need = math.ceil(self.min_participation * len(ticket.clients) - 1e-9)
-        if len(ticket.replies) < need:
-            raise ParticipationError(
-                f"round {self._round}: only {len(ticket.replies)} of {len(ticket.clients)} "
-                f"clients answered task {ticket.task!r}; min_participation = "
-                f"{self.min_participation:g} needs {need} "
-                "(lower min_participation to train on fewer clients)"
+        if ticket.task != "server_eval":
+            self._check_participation(
+                ticket.task, len(ticket.clients), len(ticket.replies), ticket.failures
             )
 
     def _accept(self, ticket: Ticket, cid: int, item: codec.ItemReply) -> None:
@@ -350,40 +304,20 @@ class FlowerFederation:
                 ticket.replies[cid] = reply
             else:
                 reason = reply.error or f"metrics {bad} are not finite numbers"
-                self._reject(ticket, cid, reason)
+                self._reject(ticket.seq, cid, ticket.task, reason)
             return
-        context = {"n": len(self._public_x), "m": self._num_classes}
-        if self.faults is not None:
-            reply = self.faults.apply(
-                reply, fault, self._round, cid, context, self.max_payload_bytes
-            )
-        self._bytes_up[cid] += protocol.message_bytes(reply)
-        spec = protocol.REPLY_SPECS[ticket.task] if ticket.expect is None else ticket.expect
-        try:
-            if fault == "straggler":  # it did the work; its reply is too late to be used
-                raise protocol.PayloadError(cid, ticket.task, LATE)
-            ticket.replies[cid] = codecs.receive_reply(
-                reply,
-                spec,
-                context,
-                client_id=cid,
-                task=ticket.task,
-                max_bytes=self.max_payload_bytes,
-            )
-        except protocol.PayloadError as err:
-            ticket.failures.append(str(err))
-            self._reject(ticket, cid, err.reason)
-            self.log(str(err))
-
-    def _reject(self, ticket: Ticket, cid: int, reason: str) -> None:
-        entry = {"client": cid, "task": ticket.task, "reason": reason}
-        self._rejected.append(((ticket.seq, cid), entry))
+        reply = self._falsify(cid, reply, fault)
+        accepted = self._receive(
+            ticket.seq, cid, ticket.task, reply, fault, ticket.expect, ticket.failures
+        )
+        if accepted is not None:
+            ticket.replies[cid] = accepted
 
     def _refuse(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
         """A reply that came but could not be read: every item it answers is rejected."""
         for ticket, _ in items:
             ticket.failures.append(f"client {cid}: {reason}")
-            self._reject(ticket, cid, reason)
+            self._reject(ticket.seq, cid, ticket.task, reason)
         self.log(f"client {cid}: {reason}")
 
     def _miss(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
@@ -394,47 +328,23 @@ class FlowerFederation:
 
     # -- rounds ------------------------------------------------------------------------------
     def _reset_round(self) -> None:
-        self._bytes_up: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
-        self._bytes_down: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
-        self._eval_bytes_down: dict[int, int] = dict.fromkeys(sorted(self._nodes), 0)
-        self._seconds: dict[str, float] = defaultdict(float)
+        super()._reset_round()
+        self._eval_bytes_down: dict[int, int] = dict.fromkeys(self.client_ids, 0)
         self._client_seconds: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-        # (step, client) -> entry: recorded in step order, then client order, as in-process
-        self._rejected: list[tuple[tuple[int, int], dict[str, Any]]] = []
         self._missing: list[dict[str, Any]] = []
-        self._faults: list[dict[str, Any]] = []
         self._round_trips = 0
-        self._steps = 0
 
-    def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
-        """Run one round of `algorithm` and return its record (the simulation engine's format,
-        with `faults` and `byzantine` when faults are injected, plus `missing`,
-        `eval_bytes_down`, `client_seconds` and `round_trips`)."""
-        self._round = round_num
-        self._reset_round()
-        self.reporter.round_start(round_num, rounds)
-        start = time.perf_counter()
-        rec = algorithm.run_round(self, round_num)
+    def _end_round(self, report: RoundRecord) -> None:
         with self.phase("flush"):
             self.flush()  # queued steps belong to this round
-        rec.resolve()
-        total = time.perf_counter() - start
-        record = RoundLog(
-            round_num,
-            algorithm.name,
-            algorithm.reported_model,
-            rec,
-            bytes_up=self._bytes_up,
-            bytes_down=self._bytes_down,
-            seconds=self._seconds,
-            total_seconds=total,
-            rejected=[entry for _, entry in sorted(self._rejected, key=lambda e: e[0])],
-            eval_bytes_down=self._eval_bytes_down,
-            client_seconds=self._client_seconds,
-            round_trips=self._round_trips,
-            missing=self._missing,
-            faults=None if self.faults is None else self._faults,
-            byzantine=None if self.faults is None else sorted(self.faults.byzantine),
-        ).to_json()
-        self.reporter.round_end(record)
-        return record
+        report.resolve()
+
+    def _engine_fields(self) -> dict[str, Any]:
+        """What only Flower records: `missing` clients, `eval_bytes_down`, `client_seconds`
+        and `round_trips` (RoundLog)."""
+        return {
+            "eval_bytes_down": self._eval_bytes_down,
+            "client_seconds": self._client_seconds,
+            "round_trips": self._round_trips,
+            "missing": self._missing,
+        }

@@ -1,0 +1,284 @@
+"""`BaseFederation`: what both engines do alike, around delivering messages.
+
+The in-process engine (engines/simulation.py) calls `Client.handle`, possibly in worker
+processes; the Flower engine (engines/flower/federation.py) queues items and sends them over
+a Flower Grid. Everything around that delivery is the same and lives here once, so that a fix
+to participation, faults or the round record reaches both engines:
+
+- the `Federation` properties (U, classes, seed, device), phases and log lines;
+- a round's counters: bytes per client and direction, seconds per phase, rejected replies
+  (kept in step order, then client order), injected faults;
+- a step's injected faults (decided statelessly, engines/faults.py), a dropped-out client
+  never asked, a reply damaged or falsified before validation, a straggler's reply rejected
+  as late, every other reply validated by core/protocol;
+- the participation rule (`min_participation`) and `ParticipationError`;
+- the round itself (`run_round`): the algorithm's round, then its record (`RoundLog`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from cosmosfl.algorithms.base import Algorithm, RoundRecord
+from cosmosfl.core import codecs, protocol
+from cosmosfl.core.tasks import Request
+from cosmosfl.engines.faults import LATE, FaultInjector
+from cosmosfl.engines.options import EngineOptions
+from cosmosfl.engines.progress import Reporter, SilentReporter
+from cosmosfl.engines.record import RoundLog
+from cosmosfl.learners.base import Learner
+from cosmosfl.learners.device import resolve_device
+
+
+class ParticipationError(RuntimeError):
+    """Too few clients answered a step of a round (below `min_participation`)."""
+
+
+class BaseFederation(ABC):
+    """The engine-independent part of the algorithms' `Federation` view (see module doc).
+
+    A subclass delivers messages (`send`, `evaluate_server_models`), names its clients
+    (`client_ids`), and may hook into a round (`_begin_round`, `_end_round`,
+    `_engine_fields`) and into rejections (`_rejected_reply`)."""
+
+    def __init__(
+        self,
+        public_x: np.ndarray,
+        num_classes: int,
+        fault_clients: Sequence[int],
+        *,
+        seed: int,
+        device: str,
+        reporter: Reporter | None,
+        options: EngineOptions,
+    ) -> None:
+        """`fault_clients`: the clients faults are decided over (Byzantine ones among them),
+        the same on both engines for the same config. Call it once the subclass can name its
+        `client_ids`: it starts the round's counters."""
+        self._public_x = np.asarray(public_x)
+        self._num_classes = int(num_classes)
+        self._seed = int(seed)
+        self._device = str(resolve_device(device))
+        self.reporter = reporter or SilentReporter()
+        self.options = options
+        self.max_payload_bytes = options.max_payload_bytes
+        self.min_participation = float(options.min_participation)
+        config = options.fault_config
+        self.faults = (
+            FaultInjector(config, list(fault_clients), self._seed)
+            if config is not None and config.active
+            else None
+        )
+        self._round = 0
+        self._reset_round()
+
+    # -- Federation --------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def client_ids(self) -> list[int]: ...
+
+    @property
+    def num_classes(self) -> int:
+        return self._num_classes
+
+    @property
+    def public_x(self) -> np.ndarray:
+        return self._public_x
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @abstractmethod
+    def send(
+        self,
+        messages: Mapping[int, Request | protocol.Message],
+        expect: Mapping[str, protocol.ArraySpec] | None = None,
+    ) -> dict[int, protocol.Reply]: ...
+
+    @abstractmethod
+    def evaluate_server_models(
+        self, models: Mapping[int, Learner], split: str = "test"
+    ) -> dict[int, dict[str, float]]: ...
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.reporter.phase(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._seconds[name] += time.perf_counter() - start
+
+    def log(self, text: str) -> None:
+        self.reporter.log(f"round {self._round}: {text}")
+
+    # -- a step ------------------------------------------------------------------------------
+    @property
+    def _context(self) -> dict[str, int]:
+        """What validation and fault injection need to know of a reply's shape: |U| and M."""
+        return {"n": len(self._public_x), "m": self._num_classes}
+
+    def _next_step(self) -> int:
+        """Number a new step of the round: rejections are recorded in step order."""
+        self._steps += 1
+        return self._steps
+
+    def _plan_faults(self, messages: Mapping[int, protocol.Message]) -> dict[int, str | None]:
+        """The fault injected into each addressed client's task in this step (None: none)."""
+        return {
+            cid: self.faults.fault(self._round, cid, m.task) if self.faults is not None else None
+            for cid, m in messages.items()
+        }
+
+    def _address(
+        self, cid: int, message: protocol.Message, fault: str | None, failures: list[str]
+    ) -> bool:
+        """Record `cid`'s injected fault and count `message` as sent to it; False when the
+        client dropped out (offline: never asked, nothing sent or received)."""
+        if fault is not None:
+            self._faults.append({"client": cid, "task": message.task, "fault": fault})
+        if fault == "dropout":
+            failures.append(f"client {cid} dropped out")
+            return False
+        self._bytes_down[cid] += protocol.message_bytes(message)
+        return True
+
+    def _falsify(self, cid: int, reply: protocol.Reply, fault: str | None) -> protocol.Reply:
+        """The reply the server goes on with: a corrupt client's payload damaged, a Byzantine
+        client's soft labels falsified, any other reply as it came."""
+        if self.faults is None:
+            return reply
+        return self.faults.apply(
+            reply, fault, self._round, cid, self._context, self.max_payload_bytes
+        )
+
+    def _receive(
+        self,
+        step: int,
+        cid: int,
+        task: str,
+        reply: Any,
+        fault: str | None,
+        expect: Mapping[str, protocol.ArraySpec] | None,
+        failures: list[str],
+    ) -> protocol.Reply | None:
+        """Count `reply`'s bytes and validate it (the task's reply spec, or `expect`): the
+        validated reply, or None when it is rejected (recorded, logged, `_rejected_reply`)."""
+        if isinstance(reply, protocol.Reply):  # user code may answer anything: no size then
+            self._bytes_up[cid] += protocol.message_bytes(reply)
+        spec = protocol.REPLY_SPECS[task] if expect is None else expect
+        try:
+            if fault == "straggler":  # it did the work; its reply is too late to be used
+                raise protocol.PayloadError(cid, task, LATE)
+            return codecs.receive_reply(
+                reply,
+                spec,
+                self._context,
+                client_id=cid,
+                task=task,
+                max_bytes=self.max_payload_bytes,
+            )
+        except protocol.PayloadError as err:
+            failures.append(str(err))
+            self._reject(step, cid, task, err.reason)
+            self.log(str(err))
+            self._rejected_reply(cid, task, err.reason, fault)
+            return None
+
+    def _reject(self, step: int, cid: int, task: str, reason: str) -> None:
+        entry = {"client": cid, "task": task, "reason": reason}
+        self._rejections.append(((step, cid), entry))
+
+    def _rejected_reply(self, cid: int, task: str, reason: str, fault: str | None) -> None:
+        """Told of every rejected reply once it is recorded (`fault`: the injected one, if
+        any); the in-process engine raises or warns here as its `on_reject` asks."""
+        return None  # the Flower engine only records
+
+    @property
+    def _rejected(self) -> list[dict[str, Any]]:
+        """The round's rejected replies in step order, then client order: the order the
+        in-process engine meets them, whatever order Flower's replies arrive in."""
+        return [entry for _, entry in sorted(self._rejections, key=lambda e: e[0])]
+
+    def _check_participation(
+        self, task: str, asked: int, answered: int, failures: list[str]
+    ) -> None:
+        """End the run (ParticipationError) when no client, or fewer than `min_participation`
+        of the `asked`, answered a step."""
+        if not asked:
+            return
+        if not answered:
+            raise ParticipationError(
+                f"round {self._round}: every client failed task {task!r}; "
+                f"first error: {failures[0] if failures else 'none'}"
+            )
+        need = math.ceil(self.min_participation * asked - 1e-9)
+        if answered < need:
+            raise ParticipationError(
+                f"round {self._round}: only {answered} of {asked} clients answered "
+                f"task {task!r}; min_participation = {self.min_participation:g} needs {need} "
+                "(lower min_participation to train on fewer clients)"
+            )
+
+    # -- a round -----------------------------------------------------------------------------
+    def _reset_round(self) -> None:
+        ids = self.client_ids
+        self._bytes_up: dict[int, int] = dict.fromkeys(ids, 0)
+        self._bytes_down: dict[int, int] = dict.fromkeys(ids, 0)
+        self._seconds: dict[str, float] = defaultdict(float)
+        self._rejections: list[tuple[tuple[int, int], dict[str, Any]]] = []
+        self._faults: list[dict[str, Any]] = []
+        self._steps = 0
+
+    def _begin_round(self, algorithm: Algorithm) -> None:
+        """Before the algorithm's round starts (and its clock)."""
+        return None  # nothing to prepare by default
+
+    def _end_round(self, report: RoundRecord) -> None:
+        """After the algorithm's round, on the round's clock: finish what is still pending."""
+        return None  # nothing deferred by default
+
+    def _engine_fields(self) -> dict[str, Any]:
+        """The round record's fields only this engine measures (RoundLog's optional ones)."""
+        return {}
+
+    def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
+        """Run one round of `algorithm` and return its JSON-ready record (`RoundLog.to_json`,
+        with `faults` and `byzantine` when faults are injected)."""
+        self._round = round_num
+        self._reset_round()
+        self.reporter.round_start(round_num, rounds)
+        self._begin_round(algorithm)
+        start = time.perf_counter()
+        report = algorithm.run_round(self, round_num)
+        self._end_round(report)
+        total = time.perf_counter() - start
+        record = RoundLog(
+            round_num,
+            algorithm.name,
+            algorithm.reported_model,
+            report,
+            bytes_up=self._bytes_up,
+            bytes_down=self._bytes_down,
+            seconds=self._seconds,
+            total_seconds=total,
+            rejected=self._rejected,
+            faults=None if self.faults is None else self._faults,
+            byzantine=None if self.faults is None else sorted(self.faults.byzantine),
+            **self._engine_fields(),
+        ).to_json()
+        self.reporter.round_end(record)
+        return record
