@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import RoundRecord
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.core.constraints import check_instance
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.engines.progress import Reporter, SilentReporter
@@ -35,7 +35,7 @@ RecordSink = Callable[[dict[str, Any]], None]
 
 
 @dataclass
-class Centralized:
+class Centralized(EpochSchedule):
     """Settings of the centralized reference (`algorithm: {name: centralized, ...}`).
 
     Epochs over the pooled data: `pretrain_epochs` in round 1, `local_epochs` after (the same
@@ -46,10 +46,6 @@ class Centralized:
     display_name: ClassVar[str] = "centralized"
     reported_model: ClassVar[str] = "client_model"
     primary_model: ClassVar[str] = reported_model  # deprecated name of reported_model
-    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
-
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
 
     def __post_init__(self) -> None:
         check_instance(self)
