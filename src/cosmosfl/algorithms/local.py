@@ -16,6 +16,7 @@ class Local(EpochSchedule, Algorithm):
 
     name: ClassVar[str] = "local"
     reported_model: ClassVar[str] = "client_model"
+    reference: ClassVar[bool] = True
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()

@@ -46,6 +46,7 @@ class Centralized(EpochSchedule):
     display_name: ClassVar[str] = "centralized"
     reported_model: ClassVar[str] = "client_model"
     primary_model: ClassVar[str] = reported_model  # deprecated name of reported_model
+    reference: ClassVar[bool] = True  # reported after the algorithms (Algorithm.reference)
 
     def __post_init__(self) -> None:
         check_instance(self)

@@ -26,7 +26,6 @@ from cosmosfl.experiment.client_gains import (
 # importable from here too, as they were before the split.
 from cosmosfl.experiment.runset import (
     PROPOSED,
-    REFERENCES,
     Run,
     RunSet,
     algorithm_order,
@@ -260,7 +259,6 @@ __all__ = [  # the report's own names, and those of runset.py and stats.py it re
     "MB",
     "MODEL_LABELS",
     "PROPOSED",
-    "REFERENCES",
     "TITLE_KEYS",
     "CommRow",
     "Report",
