@@ -19,6 +19,7 @@ _EXPORTS = {
     "Algorithm": "cosmosfl.algorithms",
     "Cosmos": "cosmosfl.algorithms",
     "Local": "cosmosfl.algorithms",
+    "register_algorithm": "cosmosfl.algorithms",
     "Client": "cosmosfl.client",
     "SimulationResult": "cosmosfl.experiment.result",
     "simulate": "cosmosfl.experiment.inprocess",
@@ -50,12 +51,13 @@ __all__ = [
     "XGBoostLearner",
     "__version__",
     "learner_for_estimator",
+    "register_algorithm",
     "simulate",
 ]
 
 if TYPE_CHECKING:
     __version__: str
-    from cosmosfl.algorithms import ALGORITHMS, Algorithm, Cosmos, Local
+    from cosmosfl.algorithms import ALGORITHMS, Algorithm, Cosmos, Local, register_algorithm
     from cosmosfl.client import Client
     from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
     from cosmosfl.experiment.inprocess import simulate

@@ -39,3 +39,30 @@ def test_the_runtime_functions_check_the_same_constraints():
 def test_epochs_and_the_consistency_weight():
     assert EPOCHS.describe() == "an integer >= 0"
     assert CONSISTENCY_WEIGHT.error("lam", 0.0) is None
+
+
+def test_every_settings_class_with_the_e0_schedule_shares_it():
+    """pretrain_epochs (E0) and local_epochs (E) are declared once, in EpochSchedule: the same
+    names, defaults and constraint in every algorithm and reference run that has them."""
+    import dataclasses
+
+    from cosmosfl.algorithms import ALGORITHMS
+    from cosmosfl.algorithms.hyperparameters import EpochSchedule
+    from cosmosfl.core.constraints import constraints_of
+    from cosmosfl.experiment.config import reference_runs
+
+    classes = {**ALGORITHMS, **reference_runs()}
+    scheduled = [
+        name
+        for name, cls in classes.items()
+        if "pretrain_epochs" in {f.name for f in dataclasses.fields(cls)}
+    ]
+    assert len(scheduled) == len(classes)  # today every class trains clients on private data
+    for name in scheduled:
+        cls = classes[name]
+        assert issubclass(cls, EpochSchedule), name
+        assert "pretrain_epochs" not in vars(cls).get("__annotations__", {}), name
+        instance = cls()
+        assert (instance.pretrain_epochs, instance.local_epochs) == (5, 5), name
+        assert constraints_of(cls)["pretrain_epochs"] is constraints_of(cls)["local_epochs"]
+        assert constraints_of(cls)["local_epochs"] is EPOCHS

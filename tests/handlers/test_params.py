@@ -80,3 +80,35 @@ def test_parameter_tasks_on_a_sklearn_client_are_a_clear_error():
     ):
         reply = c.handle(message)
         assert not reply.ok and "SklearnLearner has none" in reply.error
+
+
+def test_the_error_names_the_parameter_sharing_algorithms_from_their_classes():
+    """The list comes from `model_agnostic` of the registered classes, not from a literal."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from sklearn.linear_model import LogisticRegression
+
+    from cosmosfl.algorithms import FedAvg, register_algorithm, unregister_algorithm
+
+    x, y = data()
+    c = Client(
+        0,
+        SklearnLearner(LogisticRegression(), num_classes=3),
+        (x.reshape(48, -1), y),
+        (x[:8].reshape(8, -1), y[:8]),
+        handlers=ditto.HANDLERS,
+    )
+    shipped = "(fedavg, fedprox, ditto, fedbabu, fedselect, pfedck, pfedhn)"
+    assert shipped in c.handle(protocol.Message(protocol.GET_WEIGHTS)).error
+
+    @dataclass
+    class Averaging(FedAvg):
+        name: ClassVar[str] = "averaging"
+
+    register_algorithm(Averaging)
+    try:
+        error = c.handle(protocol.Message(protocol.GET_WEIGHTS)).error
+        assert "(fedavg, fedprox, ditto, fedbabu, fedselect, pfedck, pfedhn, averaging)" in error
+    finally:
+        unregister_algorithm("averaging")

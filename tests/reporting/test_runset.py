@@ -41,3 +41,40 @@ def test_display_names_come_from_the_classes():
     assert display_name("not-registered") == "not-registered"
     for name, cls in ALGORITHMS.items():
         assert display_name(name) == cls.display_name
+
+
+def test_roles_come_from_the_classes():
+    """`reference` on a class (Local, Centralized) makes a reference: a registered algorithm
+    that declares it is reported after the baselines, without a list to edit."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from cosmosfl.algorithms import Local, register_algorithm, unregister_algorithm
+
+    assert ALGORITHMS["local"].reference and not ALGORITHMS["fedavg"].reference
+
+    @dataclass
+    class Oracle(Local):
+        name: ClassVar[str] = "oracle"
+
+    @dataclass
+    class Mine(Local):
+        name: ClassVar[str] = "mine"
+        reference: ClassVar[bool] = False
+
+    register_algorithm(Oracle)
+    register_algorithm(Mine)
+    try:
+        assert role("oracle") == "reference" and role("mine") == "baseline"
+        names = ["centralized", "oracle", "mine", "local", "fedavg", "cosmos"]
+        assert algorithm_order(names) == [
+            "cosmos",
+            "fedavg",
+            "mine",
+            "local",
+            "oracle",
+            "centralized",
+        ]
+    finally:
+        unregister_algorithm("oracle")
+        unregister_algorithm("mine")

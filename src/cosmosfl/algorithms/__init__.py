@@ -14,7 +14,12 @@ from cosmosfl.algorithms.local import Local
 from cosmosfl.algorithms.params import ArchitectureMismatch
 from cosmosfl.algorithms.pfedck import PFedCK
 from cosmosfl.algorithms.pfedhn import PFedHN
-from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
+from cosmosfl.algorithms.registry import (
+    ALGORITHMS,
+    algorithm_class,
+    register_algorithm,
+    unregister_algorithm,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -36,4 +41,6 @@ __all__ = [
     "RoundRecord",
     "algorithm_class",
     "majority_vote",
+    "register_algorithm",
+    "unregister_algorithm",
 ]

@@ -160,6 +160,9 @@ class Algorithm(ABC):
     primary_model: ClassVar[str] = "client_model"
     # Model-agnostic algorithms must never send model parameters (audited in tests).
     model_agnostic: ClassVar[bool] = True
+    # A reference rather than a federated method (`local` never communicates): reports show
+    # it after the algorithms and do not test the proposed method against it.
+    reference: ClassVar[bool] = False
     # The client side: "module:attribute" of a `cosmosfl.handlers.ClientHandlers` (a reference,
     # so the algorithm imports no client code and no torch), or None for the model-agnostic
     # tasks. Engines give these handlers to the clients before each round.

@@ -35,7 +35,13 @@ from cosmosfl.algorithms.base import (
     iter_clusters,
     train_local_with_pretraining,
 )
-from cosmosfl.algorithms.hyperparameters import CLUSTER_COUNT, CONSISTENCY_WEIGHT, EPOCHS, TEACHER
+from cosmosfl.algorithms.hyperparameters import (
+    CLUSTER_COUNT,
+    CONSISTENCY_WEIGHT,
+    EPOCHS,
+    TEACHER,
+    EpochSchedule,
+)
 from cosmosfl.core import kmeans
 from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.seeds import derive_seed
@@ -51,7 +57,7 @@ def kmeans_clusters(probs: Mapping[int, np.ndarray], k: int, seed: int) -> dict[
 
 
 @dataclass
-class Comet(Algorithm):
+class Comet(EpochSchedule, Algorithm):
     """COMET: local training → soft labels → k-means clusters → distill the cluster teacher."""
 
     name: ClassVar[str] = "comet"
@@ -59,16 +65,12 @@ class Comet(Algorithm):
     reported_model: ClassVar[str] = "client_model"
     parameter_constraints: ClassVar = {
         "num_clusters": CLUSTER_COUNT,
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
         "distill_epochs": EPOCHS,
         **TEACHER,
         "lam": CONSISTENCY_WEIGHT,
     }
 
     num_clusters: int = 5  # K
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
     distill_epochs: int = 5
     aggregation: str = "mean"
     trim_fraction: float = 0.2

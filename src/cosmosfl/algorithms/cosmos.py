@@ -34,7 +34,7 @@ from cosmosfl.algorithms.base import (
     train_local_with_pretraining,
 )
 from cosmosfl.algorithms.cosmos_membership import ClusterMembership
-from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER
+from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER, EpochSchedule
 from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.core import codecs, l1_kernel, protocol
 from cosmosfl.core.aggregation import aggregate, apply_temperature
@@ -57,7 +57,7 @@ CLIENT_TARGETS = ("cluster_model", "teacher")
 
 
 @dataclass
-class Cosmos(ClusterMembership, Algorithm):
+class Cosmos(ClusterMembership, EpochSchedule, Algorithm):
     """COSMOS with the paper's defaults (PAPER_NOTES.md), except the server model size.
 
     The round is here; who belongs to which cluster (round-1 clustering, late joiners) is
@@ -84,8 +84,6 @@ class Cosmos(ClusterMembership, Algorithm):
         "distance": Options(DISTANCES),
         **TEACHER,
         "lam": CONSISTENCY_WEIGHT,
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
         "server_epochs": EPOCHS,
         "distill_epochs": EPOCHS,
         "client_weights": Options(protocol.CLIENT_WEIGHTS),
@@ -120,8 +118,6 @@ class Cosmos(ClusterMembership, Algorithm):
     trim_fraction: float = 0.2
     temperature: float = 1.0
     lam: float = 5.0  # λ, weight of the consistency regulariser r_B
-    pretrain_epochs: int = 5  # E0
-    local_epochs: int = 5
     server_epochs: int = 5
     distill_epochs: int = 5
     recluster: bool = False

@@ -37,7 +37,7 @@ from cosmosfl.algorithms.base import (
     evaluate_clients,
     renamed_setting,
 )
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.algorithms.params import GlobalModel, fetch_weights, push_weights, weighted_mean
 from cosmosfl.core import protocol
 from cosmosfl.core.constraints import Interval
@@ -59,7 +59,7 @@ class DittoTrain(Request):
 
 
 @dataclass
-class Ditto(Algorithm):
+class Ditto(EpochSchedule, Algorithm):
     """FedAvg on a global model + personal models regularised towards it."""
 
     name: ClassVar[str] = "ditto"
@@ -69,14 +69,10 @@ class Ditto(Algorithm):
     client_handlers: ClassVar[str] = "cosmosfl.handlers.ditto:HANDLERS"
     parameter_constraints: ClassVar = {
         "prox_weight": Interval(float, 0, symbol="λ"),
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
     }
     renamed_parameters: ClassVar = {"lam": "prox_weight"}
 
     prox_weight: float = 1.0  # λ of λ/2·||v_i − w^t||²
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
     lam: InitVar[float | None] = None  # deprecated name of prox_weight
     _global: GlobalModel = field(default_factory=GlobalModel, init=False, repr=False)
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.algorithms.params import GlobalModel, fetch_weights, push_weights, weighted_mean
 from cosmosfl.core.tasks import Request, TrainLocal
 
 
 @dataclass
-class FedAvg(Algorithm):
+class FedAvg(EpochSchedule, Algorithm):
     """Weighted averaging of locally trained copies of one global model."""
 
     name: ClassVar[str] = "fedavg"
@@ -42,10 +42,7 @@ class FedAvg(Algorithm):
     reported_model: ClassVar[str] = "global_model"
     model_agnostic: ClassVar[bool] = False
     client_handlers: ClassVar[str] = "cosmosfl.handlers.params:HANDLERS"
-    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
 
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
     _global: GlobalModel = field(default_factory=GlobalModel, init=False, repr=False)
 
     def train_request(self, epochs: int) -> Request:

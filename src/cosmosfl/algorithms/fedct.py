@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Request, always_sent
 
@@ -77,17 +77,13 @@ class ConsensusTrain(Request):
 
 
 @dataclass
-class FedCT(Algorithm):
+class FedCT(EpochSchedule, Algorithm):
     """FedCT: predict hard labels on U → majority vote → train on private data ∪ labelled U."""
 
     name: ClassVar[str] = "fedct"
     client_handlers: ClassVar[str] = "cosmosfl.handlers.fedct:HANDLERS"
     display_name: ClassVar[str] = "FedCT"
     reported_model: ClassVar[str] = "client_model"
-    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
-
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()

@@ -25,28 +25,24 @@ from typing import ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER
+from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER, EpochSchedule
 from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.tasks import Distill, PredictPublic, TrainLocal
 
 
 @dataclass
-class FedMD(Algorithm):
+class FedMD(EpochSchedule, Algorithm):
     """FedMD: communicate → aggregate (one consensus) → digest → revisit, every round."""
 
     name: ClassVar[str] = "fedmd"
     display_name: ClassVar[str] = "FedMD"
     reported_model: ClassVar[str] = "client_model"
     parameter_constraints: ClassVar = {
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
         "distill_epochs": EPOCHS,
         **TEACHER,
         "lam": CONSISTENCY_WEIGHT,
     }
 
-    pretrain_epochs: int = 5
-    local_epochs: int = 5  # revisit
     distill_epochs: int = 5  # digest
     aggregation: str = "mean"
     trim_fraction: float = 0.2

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.algorithms.params import GlobalModel, Weights, fetch_weights, push_weights
 from cosmosfl.core.constraints import Interval
 from cosmosfl.core.tasks import TrainLocal
@@ -77,7 +77,7 @@ def masked_mean(
 
 
 @dataclass
-class FedSelect(Algorithm):
+class FedSelect(EpochSchedule, Algorithm):
     """Per-client personal masks grown by update magnitude; FedAvg on the shared entries."""
 
     name: ClassVar[str] = "fedselect"
@@ -89,15 +89,11 @@ class FedSelect(Algorithm):
         "select_rate": Interval(float, 0, 1, closed="right", symbol="p"),
         "max_personal": Interval(float, 0, 1, symbol="α"),
         "select_every": Interval(int, 1),
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
     }
 
     select_rate: float = 0.25
     max_personal: float = 0.8
     select_every: int = 1
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
     _global: GlobalModel = field(default_factory=GlobalModel, init=False, repr=False)
     _masks: dict[int, dict[str, np.ndarray]] = field(default_factory=dict, init=False, repr=False)
     _personal: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)

@@ -6,20 +6,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cosmosfl.algorithms.base import Algorithm, Federation, RoundRecord, evaluate_clients
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.core.tasks import TrainLocal
 
 
 @dataclass
-class Local(Algorithm):
+class Local(EpochSchedule, Algorithm):
     """No communication beyond evaluation; same local epochs as COSMOS (E0 in round 1, then E)."""
 
     name: ClassVar[str] = "local"
     reported_model: ClassVar[str] = "client_model"
-    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
-
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
+    reference: ClassVar[bool] = True
 
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
         record = RoundRecord()

@@ -47,7 +47,7 @@ from cosmosfl.algorithms.base import (
     evaluate_clients,
     iter_clusters,
 )
-from cosmosfl.algorithms.hyperparameters import CLUSTER_COUNT, EPOCHS
+from cosmosfl.algorithms.hyperparameters import CLUSTER_COUNT, EpochSchedule
 from cosmosfl.algorithms.params import (
     Weights,
     check_same_architecture,
@@ -89,7 +89,7 @@ def cluster_updates(deltas: dict[int, Weights], num_clusters: int, seed: int) ->
 
 
 @dataclass
-class PFedCK(Algorithm):
+class PFedCK(EpochSchedule, Algorithm):
     """Interactive models averaged within update-similarity clusters; personalized models
     trained locally with mutual distillation."""
 
@@ -102,15 +102,11 @@ class PFedCK(Algorithm):
         "num_clusters": CLUSTER_COUNT,
         "kd_weight": Interval(float, 0),
         "kd_temperature": Interval(float, 0, closed="neither"),
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
     }
 
     num_clusters: int = 5
     kd_weight: float = 1.0
     kd_temperature: float = 1.0
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
     _template: Weights | None = field(default=None, init=False, repr=False)
     # The interactive model each client receives next (its cluster's average).
     _models: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)

@@ -77,7 +77,7 @@ from cosmosfl.algorithms.base import (
     RoundRecord,
     evaluate_clients,
 )
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.algorithms.params import (
     Weights,
     check_same_architecture,
@@ -179,7 +179,7 @@ class HNTrain(Request):
 
 
 @dataclass
-class PFedHN(Algorithm):
+class PFedHN(EpochSchedule, Algorithm):
     """A server-side hypernetwork generates each client's weights from its embedding."""
 
     name: ClassVar[str] = "pfedhn"
@@ -193,16 +193,12 @@ class PFedHN(Algorithm):
         "hidden_dim": Interval(int, 1),
         "hidden_layers": Interval(int, 1),
         "server_steps": Interval(int, 1),
-        "pretrain_epochs": EPOCHS,
-        "local_epochs": EPOCHS,
     }
 
     embed_dim: int = 0
     hidden_dim: int = 100
     hidden_layers: int = 3
     server_steps: int = 20
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
     _hn: HyperNetwork | None = field(default=None, init=False, repr=False)
     _index: dict[int, int] = field(default_factory=dict, init=False, repr=False)
     _statistics: dict[int, Weights] = field(default_factory=dict, init=False, repr=False)

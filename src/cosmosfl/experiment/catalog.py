@@ -10,33 +10,34 @@ from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.experiment.config import reference_runs
 
 PROPOSED = "cosmos"
-# Non-federated references, reported after the algorithms: `local` never communicates and
-# `centralized` pools private data. Everything else is a federated baseline.
-REFERENCES = ("local", "centralized")
+
+
+def _class_of(algorithm: str) -> type | None:
+    return ALGORITHMS.get(algorithm) or reference_runs().get(algorithm)
 
 
 def display_name(algorithm: str) -> str:
     """How tables and plots name an algorithm or reference run: its class's `display_name`
     ("COSMOS", "FedAvg"); a name nothing registers is shown as it is."""
-    cls = ALGORITHMS.get(algorithm) or reference_runs().get(algorithm)
-    return str(getattr(cls, "display_name", algorithm))
+    return str(getattr(_class_of(algorithm), "display_name", algorithm))
 
 
 def role(algorithm: str) -> str:
-    """'proposed', 'baseline' (federated, compared for †) or 'reference'."""
+    """'proposed', 'baseline' (federated, compared for †) or 'reference' (a class that
+    declares `reference`: `local`, which never communicates, and `centralized`, which pools
+    private data)."""
     if algorithm == PROPOSED:
         return "proposed"
-    return "reference" if algorithm in REFERENCES else "baseline"
+    return "reference" if getattr(_class_of(algorithm), "reference", False) else "baseline"
 
 
 def algorithm_order(names: list[str]) -> list[str]:
-    """COSMOS first, then the baselines (registry order, then by name), then the references."""
-    registry = list(ALGORITHMS)
+    """COSMOS first, then the baselines, then the references; each group in registry order
+    (algorithms, then reference runs), then by name."""
+    registry = [*ALGORITHMS, *reference_runs()]
 
     def key(name: str) -> tuple[int, int, str]:
         group = {"proposed": 0, "baseline": 1, "reference": 2}[role(name)]
-        if group == 2:
-            return group, REFERENCES.index(name), name
         return group, registry.index(name) if name in registry else len(registry), name
 
     return sorted(names, key=key)

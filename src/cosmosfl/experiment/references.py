@@ -13,14 +13,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from cosmosfl.algorithms.hyperparameters import EPOCHS
+from cosmosfl.algorithms.hyperparameters import EpochSchedule
 from cosmosfl.core.constraints import check_instance
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.models.registry import model_names
 
 
 @dataclass
-class Centralized:
+class Centralized(EpochSchedule):
     """Settings of the centralized reference (`algorithm: {name: centralized, ...}`).
 
     Epochs over the pooled data: `pretrain_epochs` in round 1, `local_epochs` after (the same
@@ -31,10 +31,7 @@ class Centralized:
     display_name: ClassVar[str] = "centralized"
     reported_model: ClassVar[str] = "client_model"
     primary_model: ClassVar[str] = reported_model  # deprecated name of reported_model
-    parameter_constraints: ClassVar = {"pretrain_epochs": EPOCHS, "local_epochs": EPOCHS}
-
-    pretrain_epochs: int = 5
-    local_epochs: int = 5
+    reference: ClassVar[bool] = True  # reported after the algorithms (Algorithm.reference)
 
     def __post_init__(self) -> None:
         check_instance(self)

@@ -24,13 +24,15 @@ HANDLERS = ClientHandlers("parameter-sharing", base=default.HANDLERS)
 def torch_learner(client: Participant, slot: str, what: str) -> TorchLearner:
     """The torch model in `slot` (created on first use); a clear error for other learners."""
     if not isinstance(client.learner, TorchLearner):
+        # Imported here: a client process needs the algorithm classes only for this message.
+        from cosmosfl.algorithms.registry import ALGORITHMS
+
         task = what if slot == OWN_MODEL else f"slot {slot!r}"
+        sharing = ", ".join(n for n, cls in ALGORITHMS.items() if not cls.model_agnostic)
         raise TypeError(
             f"client {client.id}: {task} is not served: it needs model parameters, which only "
             f"torch client models have ({type(client.learner).__name__} has none); "
-            "parameter-sharing algorithms "
-            "(fedavg, fedprox, ditto, fedbabu, fedselect, pfedck, pfedhn) need torch clients "
-            "of one architecture"
+            f"parameter-sharing algorithms ({sharing}) need torch clients of one architecture"
         )
     return client.slot(slot)  # type: ignore[return-value]
 

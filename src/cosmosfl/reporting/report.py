@@ -28,7 +28,6 @@ from cosmosfl.reporting.plots import plot_client_gains, plot_clusters, plot_curv
 # and tables.py; their names are importable from here too, as they were before the split.
 from cosmosfl.reporting.runset import (
     PROPOSED,
-    REFERENCES,
     Run,
     RunSet,
     algorithm_order,
@@ -120,7 +119,6 @@ __all__ = [  # the report's own names, and those of runset, stats and tables it 
     "MB",
     "MODEL_LABELS",
     "PROPOSED",
-    "REFERENCES",
     "TITLE_KEYS",
     "CommRow",
     "Report",

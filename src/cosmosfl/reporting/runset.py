@@ -11,7 +11,6 @@ from typing import Any
 # importable from here too.
 from cosmosfl.experiment.catalog import (
     PROPOSED,
-    REFERENCES,
     algorithm_order,
     display_name,
     role,
@@ -21,7 +20,6 @@ from cosmosfl.experiment.rundir import METRICS, SUMMARY, read_records, read_summ
 
 __all__ = [
     "PROPOSED",
-    "REFERENCES",
     "Run",
     "RunSet",
     "algorithm_order",

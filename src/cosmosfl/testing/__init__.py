@@ -1,4 +1,5 @@
-"""Conformance checks for your own `Learner`, like scikit-learn's `check_estimator`.
+"""Conformance checks for your own `Learner` and `Algorithm`, like scikit-learn's
+`check_estimator`: `check_learner` below, and `check_algorithm` (testing/_algorithm.py).
 
 Run `check_learner` in your test suite on a learner you wrote (or on a `TorchLearner` wrapping
 your network) before putting it in a federation:
@@ -15,6 +16,17 @@ check_learner(make, input_shape=(1, 8, 8))   # images; input_shape=(20,) for fea
 Every check runs unless a check it needs failed (then it is listed as skipped, with why); if
 any fails, one `LearnerCheckError` (an AssertionError) lists each failure with what was
 observed and how to fix it.
+
+For an algorithm of your own, give `check_algorithm` an instance with small settings:
+
+```python
+from cosmosfl.testing import check_algorithm
+
+check_algorithm(MyAlgo(pretrain_epochs=1, local_epochs=1))   # AlgorithmCheckError if not
+```
+
+This package is for test suites, so it sits above the layers it checks (the engines, the
+experiment layer's checkpoints, the Flower apps); nothing in cosmosfl imports it.
 """
 
 from __future__ import annotations
@@ -25,6 +37,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cosmosfl.learners.base import Learner
+from cosmosfl.testing._algorithm import (
+    ALGORITHM_CHECKS,
+    AlgorithmCheckError,
+    AlgorithmCheckReport,
+    check_algorithm,
+)
 from cosmosfl.testing._contract import (
     _check_bad_shapes_raise,
     _check_distill_moves_toward_targets,
@@ -48,7 +66,16 @@ from cosmosfl.testing._support import (
     _Skipped,
 )
 
-__all__ = ["CHECKS", "LearnerCheckError", "LearnerCheckReport", "check_learner"]
+__all__ = [
+    "ALGORITHM_CHECKS",
+    "CHECKS",
+    "AlgorithmCheckError",
+    "AlgorithmCheckReport",
+    "LearnerCheckError",
+    "LearnerCheckReport",
+    "check_algorithm",
+    "check_learner",
+]
 
 
 class LearnerCheckError(AssertionError):
