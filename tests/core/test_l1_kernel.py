@@ -5,7 +5,7 @@ only switches to it for large problems."""
 import numpy as np
 import pytest
 
-from cosmosfl.core import clustering, l1_kernel
+from cosmosfl.core import clustering, distances, l1_kernel
 from cosmosfl.core.clustering import pairwise_distances
 
 needs_numba = pytest.mark.skipif(
@@ -63,13 +63,13 @@ def test_numba_backend_is_deterministic_across_thread_counts():
 def test_auto_uses_torch_below_the_work_threshold(monkeypatch):
     # Usual federations (tens of clients) keep the bit-exact float64 torch path.
     called = []
-    monkeypatch.setattr(clustering, "_l1_numba", lambda *a: called.append(a))
+    monkeypatch.setattr(distances, "_l1_numba", lambda *a: called.append(a))
     p = random_probs(5)
     d = pairwise_distances(p)
     assert not called
     assert (d == pairwise_distances(p, backend="torch")).all()
     if l1_kernel.available():
-        monkeypatch.setattr(clustering, "NUMBA_MIN_WORK", 0)
+        monkeypatch.setattr(distances, "NUMBA_MIN_WORK", 0)
         pairwise_distances(p)
         assert called
 
@@ -81,7 +81,7 @@ def test_unknown_backend_and_missing_numba_are_clear_errors(monkeypatch):
     with pytest.raises(ImportError, match=r"cosmosfl\[fast\]"):
         pairwise_distances(random_probs(3), backend="numba")
     # auto falls back to torch silently when numba is missing.
-    monkeypatch.setattr(clustering, "NUMBA_MIN_WORK", 0)
+    monkeypatch.setattr(distances, "NUMBA_MIN_WORK", 0)
     p = random_probs(3)
     assert (pairwise_distances(p) == pairwise_distances(p, backend="torch")).all()
 
