@@ -16,7 +16,7 @@ import torch
 from cosmosfl.bench.common import machine
 from cosmosfl.bench.configs import find_data_dir
 from cosmosfl.data import load_dataset
-from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
 from cosmosfl.experiment.config import load_config
 from cosmosfl.models.registry import build_model, count_parameters
@@ -115,8 +115,8 @@ def write_split(exp: Experiment, path: Path) -> dict[str, Any]:
     }
 
 
-def engine_for(exp: Experiment, seed: int) -> SimulationEngine:
-    return SimulationEngine(exp.clients, exp.public_x, seed=seed, device="cpu")
+def engine_for(exp: Experiment, seed: int) -> InProcessEngine:
+    return InProcessEngine(exp.clients, exp.public_x, seed=seed, device="cpu")
 
 
 def alexnet_steps(n: int, batch: int = 32) -> list[float]:

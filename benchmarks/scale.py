@@ -16,7 +16,7 @@ Algorithm 1 with target_clusters 5, λ = 5, every epoch count 1, 2 rounds):
 - `train:NxU` is `cosmosfl run` (run_experiment: run directory, metrics.jsonl, checkpoints)
   with mlp x0.125 clients (25,818 parameters), an mlp server model, batch size 128: the whole
   cost of a round. Its seconds per phase come from metrics.jsonl's `seconds`.
-- `server:NxU` is the same engine (SimulationEngine) and algorithm (Cosmos) with clients whose
+- `server:NxU` is the same engine (InProcessEngine) and algorithm (Cosmos) with clients whose
   learner costs nothing: it answers `predict_public` with its class group's labels on U plus
   its own noise (a fresh float32 (|U|, 10) matrix, like a real client's) and trains nothing;
   the cluster models are no-ops too. It measures what the server side holds and does for
@@ -217,7 +217,7 @@ def _server_cell(spec: dict[str, Any], events: _Events) -> None:
     from cosmosfl.algorithms.cosmos import Cosmos
     from cosmosfl.client import Client
     from cosmosfl.data import channel_stats, load_dataset, paper_split, prepare_images
-    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.simulation import InProcessEngine
     from cosmosfl.learners.base import Learner
 
     n, u, m, groups = spec["n"], spec["u"], 10, 5
@@ -269,7 +269,7 @@ def _server_cell(spec: dict[str, Any], events: _Events) -> None:
         server_learner=lambda shape, classes, seed: Stub(None, seed),
         distance_sample=spec.get("distance_sample"),
     )
-    engine = SimulationEngine(clients, public_x, seed=1, reporter=_reporter(events))
+    engine = InProcessEngine(clients, public_x, seed=1, reporter=_reporter(events))
     engine.run(algorithm, spec["rounds"])
 
 

@@ -41,3 +41,13 @@ def test_names_stay_importable_from_their_old_modules(module, names) -> None:
     loaded = importlib.import_module(module)
     for name in names:
         assert getattr(loaded, name) is not None, f"{module}.{name}"
+
+
+def test_renamed_classes_keep_their_old_names():
+    # InProcessEngine was SimulationEngine and RunResult was SimulationResult until 0.3.
+    import cosmosfl
+    from cosmosfl.engines import InProcessEngine, SimulationEngine
+    from cosmosfl.experiment.result import RunResult, SimulationResult
+
+    assert SimulationEngine is InProcessEngine and SimulationResult is RunResult
+    assert cosmosfl.SimulationResult is cosmosfl.RunResult

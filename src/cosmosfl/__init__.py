@@ -21,7 +21,8 @@ _EXPORTS = {
     "Local": "cosmosfl.algorithms",
     "register_algorithm": "cosmosfl.algorithms",
     "Client": "cosmosfl.client",
-    "SimulationResult": "cosmosfl.experiment.result",
+    "RunResult": "cosmosfl.experiment.result",
+    "SimulationResult": "cosmosfl.experiment.result",  # RunResult's name until 0.3
     "simulate": "cosmosfl.experiment.inprocess",
     "Learner": "cosmosfl.learners",
     "SklearnLearner": "cosmosfl.learners",
@@ -45,6 +46,7 @@ __all__ = [
     "LightGBMLearner",
     "Local",
     "PreflightError",
+    "RunResult",
     "SimulationResult",
     "SklearnLearner",
     "TorchLearner",
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
     from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
     from cosmosfl.experiment.inprocess import simulate
     from cosmosfl.experiment.preflight import PreflightError
-    from cosmosfl.experiment.result import SimulationResult
+    from cosmosfl.experiment.result import RunResult, SimulationResult
     from cosmosfl.learners import (
         Learner,
         LightGBMLearner,

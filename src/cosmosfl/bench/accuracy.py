@@ -66,7 +66,7 @@ def time_to_accuracy(
     """Run each choice round by round until the cluster models' mean accuracy reaches `target`
     or `budget_s` wall seconds pass (checked before every client task, so a round that would
     outlast the budget is cut short and reported as unfinished, with what it did finish)."""
-    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.simulation import InProcessEngine
     from cosmosfl.experiment.build import build_experiment
 
     extra = ["data.max_train=1500", "algorithm.pretrain_epochs=1"] if quick else []
@@ -87,7 +87,7 @@ def time_to_accuracy(
         exp = build_experiment(cfg)
         tasks: list[dict] = []
         _time_box(exp.clients, exp.client_models, start + budget_s, tasks)
-        engine = SimulationEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device)
+        engine = InProcessEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device)
         curve, reached, cut = [], None, False
         try:
             for t in range(1, max_rounds + 1):

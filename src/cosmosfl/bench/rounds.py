@@ -115,7 +115,7 @@ def paper_round(
     test counts), for timings only."""
     import torch
 
-    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.simulation import InProcessEngine
     from cosmosfl.experiment.build import build_experiment
     from cosmosfl.experiment.config import load_config
 
@@ -141,7 +141,7 @@ def paper_round(
         exp = build_experiment(cfg)
         setup = time.perf_counter() - start
         tasks: list[dict[str, Any]] = []
-        engine = SimulationEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device)
+        engine = InProcessEngine(exp.clients, exp.public_x, seed=cfg.seed, device=cfg.device)
         state: dict[str, Any] = {"phase": None, "refused": None}
         _time_box(exp.clients, exp.client_models, deadline, tasks)
         _tag_phases(exp.clients, tasks, state)

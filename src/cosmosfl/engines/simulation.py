@@ -55,7 +55,7 @@ class ClientRejectedWarning(UserWarning):
 ON_REJECT = ("record", "warn", "raise")
 
 
-class SimulationEngine(BaseFederation):
+class InProcessEngine(BaseFederation):
     """Implements the algorithms' `Federation` view over in-memory clients."""
 
     def __init__(
@@ -272,7 +272,7 @@ class SimulationEngine(BaseFederation):
         self, algorithm: Algorithm, rounds: int, *, start_round: int = 1
     ) -> list[dict[str, Any]]:
         """Rounds `start_round`..`rounds`; returns their records (the lines of metrics.jsonl).
-        The experiment layer wraps them in a `SimulationResult`."""
+        The experiment layer wraps them in a `RunResult`."""
         if rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {rounds}")
         records: list[dict[str, Any]] = []
@@ -311,3 +311,8 @@ def _raised(reply: Any) -> bool:
     built by user code may hold anything, and `==` on an array is not a bool)."""
     kind = getattr(reply, "error_kind", None) if isinstance(reply, protocol.Reply) else None
     return isinstance(kind, str) and kind == "exception"
+
+
+# Its name until 0.3, beside Flower's simulation runtime (a different thing: the Flower apps on
+# Ray); kept so that code written against it keeps working.
+SimulationEngine = InProcessEngine

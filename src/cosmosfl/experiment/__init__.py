@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "ConfigError": "cosmosfl.experiment.errors",
     "ExperimentConfig": "cosmosfl.experiment.config",
-    "SimulationResult": "cosmosfl.experiment.result",
+    "RunResult": "cosmosfl.experiment.result",
+    "SimulationResult": "cosmosfl.experiment.result",  # RunResult's name until 0.3
     "build_experiment": "cosmosfl.experiment.build",
     "load_config": "cosmosfl.experiment.config",
     "plan_compare": "cosmosfl.experiment.compare",
@@ -31,6 +32,7 @@ _EXPORTS = {
 __all__ = [
     "ConfigError",
     "ExperimentConfig",
+    "RunResult",
     "SimulationResult",
     "build_experiment",
     "load_config",
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
     from cosmosfl.experiment.config import ExperimentConfig, load_config
     from cosmosfl.experiment.errors import ConfigError
     from cosmosfl.experiment.inprocess import simulate
-    from cosmosfl.experiment.result import SimulationResult
+    from cosmosfl.experiment.result import RunResult, SimulationResult
     from cosmosfl.experiment.runner import run_experiment
     from cosmosfl.experiment.server_models import torch_server_learner
     from cosmosfl.experiment.summary import summarize, write_run_directory

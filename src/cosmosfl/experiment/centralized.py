@@ -23,7 +23,7 @@ from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
 from cosmosfl.experiment.parts import make_learner
 from cosmosfl.experiment.references import REFERENCE_RUNS, Centralized, centralized_architecture
-from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.experiment.result import RunResult
 
 if TYPE_CHECKING:
     from cosmosfl.experiment.parts import Experiment
@@ -45,7 +45,7 @@ def run_reference(
     reporter: Reporter | None = None,
     *,
     on_record: RecordSink | None = None,
-) -> SimulationResult:
+) -> RunResult:
     """Run the experiment's reference run: `exp.algorithm` is its settings (REFERENCE_RUNS)."""
     settings = exp.algorithm
     if not isinstance(settings, Centralized):
@@ -68,7 +68,7 @@ def run_centralized(
     pretrain_epochs: int | None = None,
     local_epochs: int | None = None,
     on_record: RecordSink | None = None,
-) -> SimulationResult:
+) -> RunResult:
     """Train one model on the union of the clients' training data; evaluate it per client.
 
     Epochs default to the config's algorithm section (`pretrain_epochs`, `local_epochs`, when
@@ -93,7 +93,7 @@ def run_centralized(
     x = np.concatenate([c.train[0] for c in exp.clients])
     y = np.concatenate([c.train[1] for c in exp.clients])
     ids = [c.id for c in exp.clients]
-    result = SimulationResult(Centralized.name, Centralized.reported_model)
+    result = RunResult(Centralized.name, Centralized.reported_model)
     with reporter.running(rounds):
         for t in range(1, rounds + 1):
             reporter.round_start(t, rounds)

@@ -39,7 +39,7 @@ from cosmosfl.experiment.config import (
     identity,
     parse_override,
 )
-from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
 from cosmosfl.experiment.runner import resumable, resume_experiment, run_experiment
 from cosmosfl.experiment.summary import exclusion_warning
@@ -309,7 +309,7 @@ def execute_run(
     progress: bool | Reporter = True,
     echo: Callable[[str], None] = print,
     tag: str = "",
-) -> SimulationResult:
+) -> RunResult:
     """Run one planned run that is not finished: resume it from its checkpoint when it has one
     of the same experiment, else start it (over)."""
     if state == "unfinished" and resumable(run.path, run.config):

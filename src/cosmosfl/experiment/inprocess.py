@@ -1,5 +1,5 @@
 """`simulate`: the one-call Python API, an algorithm over in-memory clients on the in-process
-engine, returning a `SimulationResult`."""
+engine, returning a `RunResult`."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from cosmosfl.client import Client
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
-from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.preflight import check_federation
-from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.server_models import provide_server_learner
 from cosmosfl.learners.device import resolve_device
 
@@ -36,7 +36,7 @@ def simulate(
     min_participation: float | None = None,
     max_payload_bytes: int | None = None,
     workers: int | str | None = None,
-) -> SimulationResult:
+) -> RunResult:
     """Run `algorithm` for `rounds` rounds over in-memory `clients` sharing the public set U.
 
     Same seed, clients and algorithm settings give the same metrics on CPU.
@@ -73,7 +73,7 @@ def simulate(
         max_payload_bytes=max_payload_bytes,
         workers=workers,
     )
-    engine = SimulationEngine(
+    engine = InProcessEngine(
         clients,
         public_x,
         seed=seed,
@@ -92,4 +92,4 @@ def simulate(
             records = engine.run(algorithm, rounds)
     finally:
         torch.set_num_threads(threads)
-    return SimulationResult(algorithm.name, algorithm.reported_model, records)
+    return RunResult(algorithm.name, algorithm.reported_model, records)

@@ -21,7 +21,7 @@ class NotEvaluatedError(KeyError, ValueError):
 
 
 @dataclass(init=False)
-class SimulationResult:
+class RunResult:
     """Per-round records of a finished run, plus convenient views of them.
 
     `records` are the JSON records of metrics.jsonl (client ids as string keys); every view
@@ -45,13 +45,13 @@ class SimulationResult:
     ) -> None:
         if primary_model is not None:
             warnings.warn(
-                "SimulationResult(primary_model=...) is deprecated; use reported_model=",
+                "RunResult(primary_model=...) is deprecated; use reported_model=",
                 DeprecationWarning,
                 stacklevel=2,
             )
             reported_model = reported_model or primary_model
         if reported_model is None:
-            raise TypeError("SimulationResult needs the reported_model")
+            raise TypeError("RunResult needs the reported_model")
         self.algorithm = algorithm
         self.reported_model = reported_model
         self.records = [] if records is None else records
@@ -60,7 +60,7 @@ class SimulationResult:
     def primary_model(self) -> str:
         """Deprecated name of `reported_model`."""
         warnings.warn(
-            "SimulationResult.primary_model is deprecated; use reported_model",
+            "RunResult.primary_model is deprecated; use reported_model",
             DeprecationWarning,
             stacklevel=2,
         )
@@ -125,3 +125,8 @@ class SimulationResult:
                 f"round index {round_num} is out of range: this run has "
                 f"{len(self.records)} round(s)"
             ) from None
+
+
+# Its name until 0.3, when only simulations returned it; Flower deployments and the centralized
+# reference return it too. Kept so that code written against it keeps working.
+SimulationResult = RunResult

@@ -18,7 +18,7 @@ from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.engines import workers as engine_workers
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
-from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
 from cosmosfl.experiment.centralized import run_reference
 from cosmosfl.experiment.checkpoint import (
@@ -36,7 +36,7 @@ from cosmosfl.experiment.config import (
     load_config,
 )
 from cosmosfl.experiment.preflight import check_federation
-from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
@@ -75,7 +75,7 @@ def run_experiment(
     force: bool = False,
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
-) -> SimulationResult:
+) -> RunResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete, and a
     checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
     cfg.tracking asks for) receives every round record."""
@@ -88,7 +88,7 @@ def run_experiment(
 
 def resume_experiment(
     out: str | Path, *, progress: bool | Reporter = True, tracker: Tracker | None = None
-) -> SimulationResult:
+) -> RunResult:
     """Continue an interrupted run from its last complete round.
 
     The config is the run directory's own config.yaml; the clients, the algorithm's server
@@ -146,7 +146,7 @@ def _execute(
     checkpoint: dict[str, Any] | None = None,
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
-) -> SimulationResult:
+) -> RunResult:
     start = time.perf_counter()
     if tracker is None:  # a missing tracking package fails here, before any work
         tracker = make_tracker(cfg.tracking, default_run_name(cfg, run_dir and run_dir.path))
@@ -190,7 +190,7 @@ def _run_and_summarize(
     engine: EngineFactory | None,
     tracker: Tracker,
     start: float,
-) -> tuple[SimulationResult, dict[str, Any]]:
+) -> tuple[RunResult, dict[str, Any]]:
     cfg = exp.config
     if isinstance(exp.algorithm, Algorithm):
         result = _run_federated(exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker)
@@ -234,9 +234,9 @@ def _run_federated(
     checkpoint: dict[str, Any] | None = None,
     engine_factory: EngineFactory | None = None,
     tracker: Tracker | None = None,
-) -> SimulationResult:
+) -> RunResult:
     cfg = exp.config
-    result = SimulationResult(algorithm.name, algorithm.reported_model)
+    result = RunResult(algorithm.name, algorithm.reported_model)
     first = 1
     if checkpoint is not None:  # before the engine starts: worker processes copy the clients
         result.records = restore(checkpoint, algorithm, exp.clients)
@@ -250,7 +250,7 @@ def _run_federated(
     if engine_factory is not None:
         engine = engine_factory(exp, reporter)
     else:
-        engine = SimulationEngine(
+        engine = InProcessEngine(
             exp.clients,
             exp.public_x,
             seed=cfg.seed,

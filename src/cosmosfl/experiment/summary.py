@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.experiment.result import SimulationResult
+from cosmosfl.experiment.result import RunResult
 
 
 def _sem(values: list[float]) -> float:
@@ -16,7 +16,7 @@ def _sem(values: list[float]) -> float:
 
 
 def summarize(
-    result: SimulationResult,
+    result: RunResult,
     meta: dict[str, Any] | None = None,
     *,
     wall_seconds: float | None = None,
@@ -98,7 +98,7 @@ def exclusion_warning(summary: dict[str, Any]) -> str | None:
 
 
 def write_run_directory(
-    result: SimulationResult, path: str | Path, meta: dict[str, Any] | None = None
+    result: RunResult, path: str | Path, meta: dict[str, Any] | None = None
 ) -> Path:
     """Write metrics.jsonl, metrics.csv and summary.json for a run made from Python (e.g. with
     `simulate`)."""

@@ -16,7 +16,7 @@ from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
 from cosmosfl.core.tasks import as_message
-from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.checkpoint import load_checkpoint, save_checkpoint
 from cosmosfl.experiment.server_models import provide_server_learner
 from cosmosfl.learners.torch import TorchLearner
@@ -58,7 +58,7 @@ def without_timing(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
 
 
-class _SpyEngine(SimulationEngine):
+class _SpyEngine(InProcessEngine):
     """The in-process engine, noting the task of every message it delivers."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

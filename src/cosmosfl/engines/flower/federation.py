@@ -69,7 +69,7 @@ class FlowerFederation(BaseFederation):
         faults: FaultConfig | Mapping[str, Any] | None = None,
         min_participation: float | None = None,
     ) -> None:
-        """`options` as in `SimulationEngine` (the keywords of the same names, the older way,
+        """`options` as in `InProcessEngine` (the keywords of the same names, the older way,
         win where given): the same seeded faults (decided over `expected_clients`, so the
         Byzantine set is the in-process one), the payload limit, and a step answered by fewer
         than `min_participation` of the clients it addressed ends the run
