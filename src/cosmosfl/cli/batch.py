@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from cosmosfl.cli import presets
@@ -79,11 +80,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import read_config_file
     from cosmosfl.reporting.report import write_report
 
-    source = presets.config_source(args)
-    raw = read_config_file(source) if source else {}
-    overrides = list(args.overrides) + tracking_overrides(args)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
+    raw, overrides = _config_and_overrides(args, read_config_file)
     algorithms = parse_algorithms(args.algorithms or ",".join(known_names()))
     plan = plan_compare(raw, algorithms, parse_seeds(args.seeds), args.out, overrides)
     print("\n".join(plan.describe()))
@@ -91,12 +88,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         outcome = run_compare(plan, force=args.force, progress=not args.quiet)
         report = write_report(plan.out)
     except KeyboardInterrupt:
-        print(
-            "cosmosfl: interrupted; run the same command again to resume "
-            "(finished runs are skipped)",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted()
     print(f"\n{len(outcome.ran)} runs done, {len(outcome.skipped)} already finished\n")
     print(report.text())
     return 0
@@ -108,11 +100,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.sweep import parse_grid, plan_sweep, run_sweep
     from cosmosfl.reporting.ablation import write_ablation_report
 
-    source = presets.config_source(args)
-    raw = read_config_file(source) if source else {}
-    overrides = list(args.overrides) + tracking_overrides(args)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
+    raw, overrides = _config_and_overrides(args, read_config_file)
     axes = [parse_grid(text) for text in args.grid]
     algorithms = parse_algorithms(args.algorithms)
     plan = plan_sweep(raw, axes, algorithms, parse_seeds(args.seeds), args.out, overrides)
@@ -121,12 +109,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         outcome = run_sweep(plan, force=args.force, progress=not args.quiet)
         report = write_ablation_report(plan.out)
     except KeyboardInterrupt:
-        print(
-            "cosmosfl: interrupted; run the same command again to resume "
-            "(finished runs are skipped)",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted()
     skipped = len(outcome.skipped) + len(outcome.shared)
     print(
         f"\n{len(outcome.ran)} runs trained, {skipped} of {len(plan.runs)} skipped "
@@ -135,3 +118,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     print(report.text())
     return 0
+
+
+def _config_and_overrides(
+    args: argparse.Namespace, read: Callable[[str], dict[str, Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """The base config (a file or a preset) and the overrides, tracking and data-dir
+    included, that compare and sweep plan from."""
+    source = presets.config_source(args)
+    overrides = list(args.overrides) + tracking_overrides(args)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    return (read(source) if source else {}), overrides
+
+
+def _interrupted() -> int:
+    print(
+        "cosmosfl: interrupted; run the same command again to resume (finished runs are skipped)",
+        file=sys.stderr,
+    )
+    return 130

@@ -59,6 +59,7 @@ from cosmosfl.testing._knowledge import (
     _check_soft_targets_matter,
 )
 from cosmosfl.testing._support import (
+    CheckError,
     _data,
     _factory,
     _Failed,
@@ -78,21 +79,12 @@ __all__ = [
 ]
 
 
-class LearnerCheckError(AssertionError):
+class LearnerCheckError(CheckError):
     """One or more conformance checks failed; `failures` maps each check to its message, and
     `skipped` each check not run to why (a check it needs failed)."""
 
-    def __init__(
-        self, name: str, failures: dict[str, str], skipped: dict[str, str] | None = None
-    ) -> None:
-        self.failures = failures
-        self.skipped = dict(skipped or {})
-        lines = [f"{name} failed {len(failures)} learner check(s):"]
-        lines += [f"- {check}: {message}" for check, message in failures.items()]
-        if self.skipped:
-            lines.append("Not run (fix the failures above first):")
-            lines += [f"- {check}: {why}" for check, why in self.skipped.items()]
-        super().__init__("\n".join(lines))
+    subject = "learner check(s)"
+    not_run = "Not run (fix the failures above first):"
 
 
 @dataclass

@@ -36,7 +36,13 @@ from cosmosfl.testing._federation import (
     tiny_federation,
     without_timing,
 )
-from cosmosfl.testing._support import _disturb_global_rng, _Failed, _global_rng_restored, _Skipped
+from cosmosfl.testing._support import (
+    CheckError,
+    _disturb_global_rng,
+    _Failed,
+    _global_rng_restored,
+    _Skipped,
+)
 
 ALGORITHM_CHECKS: tuple[str, ...] = (
     "declares_its_contract",
@@ -58,19 +64,11 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-class AlgorithmCheckError(AssertionError):
+class AlgorithmCheckError(CheckError):
     """One or more checks failed; `failures` maps each check to its message, and `skipped`
     each check not run to why."""
 
-    def __init__(self, name: str, failures: dict[str, str], skipped: dict[str, str]) -> None:
-        self.failures = failures
-        self.skipped = dict(skipped)
-        lines = [f"{name} failed {len(failures)} algorithm check(s):"]
-        lines += [f"- {check}: {message}" for check, message in failures.items()]
-        if self.skipped:
-            lines.append("Not run:")
-            lines += [f"- {check}: {why}" for check, why in self.skipped.items()]
-        super().__init__("\n".join(lines))
+    subject = "algorithm check(s)"
 
 
 @dataclass

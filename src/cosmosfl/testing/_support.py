@@ -16,6 +16,26 @@ from cosmosfl.learners.base import Learner
 SAME_ATOL = 1e-5
 
 
+class CheckError(AssertionError):
+    """A conformance suite's failures: `failures` maps each failed check to its message and
+    `skipped` each check not run to why; the message lists both."""
+
+    subject = "check(s)"  # what failed, in the message
+    not_run = "Not run:"
+
+    def __init__(
+        self, name: str, failures: dict[str, str], skipped: dict[str, str] | None = None
+    ) -> None:
+        self.failures = failures
+        self.skipped = dict(skipped or {})
+        lines = [f"{name} failed {len(failures)} {self.subject}:"]
+        lines += [f"- {check}: {message}" for check, message in failures.items()]
+        if self.skipped:
+            lines.append(self.not_run)
+            lines += [f"- {check}: {why}" for check, why in self.skipped.items()]
+        super().__init__("\n".join(lines))
+
+
 class _Failed(Exception):
     pass
 
