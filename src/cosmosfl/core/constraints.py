@@ -233,6 +233,12 @@ def check_instance(obj: Any, prefix: str | None = None) -> None:
     ValueError."""
     constraints = constraints_of(type(obj))
     check_parameters(type(obj), {name: getattr(obj, name) for name in constraints}, prefix)
+    check_rules(obj)
+
+
+def check_rules(obj: Any) -> None:
+    """Check the `parameter_rules` of `obj`'s class, in order; the first that fails raises
+    ValueError with its message."""
     for rule in rules_of(type(obj)):
         if not rule.test(obj):
             raise ValueError(rule.message(obj))
