@@ -129,6 +129,17 @@ def _build(cls: type, raw: Any, where: str) -> Any:
             f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; "
             f"allowed in {where}: {', '.join(names)}"
         )
+    try:
+        return cls(**_typed(raw, hints, where))
+    except (TypeError, ValueError) as err:  # a section that checks itself (FaultConfig)
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(str(err)) from None
+
+
+def _typed(raw: dict[str, Any], hints: dict[str, Any], where: str) -> dict[str, Any]:
+    """`raw` with each value's type checked against `hints` (an int as a float where a float
+    is allowed); the first mismatch raises ConfigError naming `where.key`."""
     values = {}
     for name, value in raw.items():
         hint = hints[name]
@@ -136,7 +147,7 @@ def _build(cls: type, raw: Any, where: str) -> Any:
         if not _type_ok(value, hint):
             raise ConfigError(f"{where}.{name} = {value!r} must be of type {_type_name(hint)}")
         values[name] = value
-    return cls(**values)
+    return values
 
 
 def reference_runs() -> dict[str, type]:
@@ -201,16 +212,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
             f"unknown key(s) {', '.join('algorithm.' + k for k in unknown)} for {name}; "
             f"allowed: {', '.join(sorted(options))}"
         )
-    out: dict[str, Any] = {"name": name}
-    for key, value in raw.items():
-        if key == "name":
-            continue
-        hint = hints[key]
-        value = _as_number(value, hint, f"algorithm.{key}")
-        if not _type_ok(value, hint):
-            raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
-        out[key] = value
-    given = {k: v for k, v in out.items() if k != "name"}
+    given = _typed({k: v for k, v in raw.items() if k != "name"}, hints, "algorithm")
     try:
         # Each value against the class's declared constraints (core/constraints.py), then the
         # algorithm itself for combinations of settings, all before any training.
@@ -262,12 +264,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         {k: v for k, v in raw.items() if k in RUN_SETTINGS},
         "config",
     )
-    try:
-        top.faults = _build(FaultConfig, raw.get("faults"), "faults")
-    except (TypeError, ValueError) as err:
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(str(err)) from None
+    top.faults = _build(FaultConfig, raw.get("faults"), "faults")
     top.data = _build(DataConfig, raw.get("data"), "data")
     top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
