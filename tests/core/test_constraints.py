@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 
 from cosmosfl.core.constraints import (
+    Custom,
     Interval,
     Options,
+    Rule,
     check,
     check_instance,
     check_parameters,
     constraints_of,
+    keyed_error,
 )
 
 
@@ -110,3 +113,59 @@ def test_check_parameters_checks_the_given_settings_only():
     check_parameters(Child, {"c": 0.0})  # a and b are not given: not checked
     with pytest.raises(ValueError, match="c must be >= 0"):
         check_parameters(Child, {"c": -1.0})
+
+
+@pytest.mark.parametrize(
+    ("constraint", "value", "message"),
+    [
+        (Interval(int, 1), 0, "s.n = 0 is not allowed; use an integer >= 1"),
+        (Interval(float, 0, closed="neither"), -1.0, "s.n = -1.0 is not allowed; use a number > 0"),
+        (Interval(int, 1, none=""), 0, "s.n = 0 is not allowed; use an integer >= 1 or null"),
+        (
+            Interval(float, 0, 1, closed="left", noun="a fraction", note="0 = none"),
+            1.0,
+            r"s.n = 1.0 is not allowed; use a fraction in \[0, 1\) \(0 = none\)",
+        ),
+        (Options(("a", "b")), "c", "s.n = 'c' is not allowed; allowed: a, b"),
+        (Custom(lambda v: v != "", "use a name"), "", "s.n = '' is not allowed; use a name"),
+        (
+            Interval(float, 0, 1, noun="a fraction", message="{key} = {value!r} must be {allowed}"),
+            2,
+            r"s.n = 2 must be a fraction in \[0, 1\]$",
+        ),
+        (Options(("a",), message="{key} = {value!r}; {hint}"), "x", "s.n = 'x'; allowed: a$"),
+    ],
+)
+def test_a_config_key_names_the_dotted_key_and_what_to_use(constraint, value, message):
+    assert keyed_error(constraint, "s.n", value) is not None
+    with pytest.raises(ValueError, match=message):
+        check(constraint, "n", value, prefix="s")
+
+
+def test_the_top_level_prefix_names_the_bare_key():
+    with pytest.raises(ValueError, match=r"^rounds = 0 is not allowed"):
+        check(Interval(int, 1), "rounds", 0, prefix="")
+
+
+@dataclass
+class Section:
+    parameter_constraints: ClassVar = {
+        "low": Interval(int, 0),
+        "name": Custom(str.strip, "use a name"),
+    }
+    parameter_rules: ClassVar = [
+        Rule(lambda s: s.low <= s.high, lambda s: f"sec: low = {s.low} must be <= high = {s.high}")
+    ]
+    low: int = 0
+    high: int = 1
+    name: str = "x"
+
+
+def test_check_instance_checks_the_fields_then_the_rules():
+    check_instance(Section())
+    with pytest.raises(ValueError, match=r"^sec.low = -1 is not allowed; use an integer >= 0$"):
+        check_instance(Section(low=-1), prefix="sec")
+    with pytest.raises(ValueError, match=r"^sec.name = ' ' is not allowed; use a name$"):
+        check_instance(Section(name=" "), prefix="sec")
+    with pytest.raises(ValueError, match=r"^sec: low = 2 must be <= high = 1$"):
+        check_instance(Section(low=2), prefix="sec")

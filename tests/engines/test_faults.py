@@ -137,6 +137,22 @@ def test_fault_config_errors_name_the_field(raw, message):
         FaultConfig(**raw)
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"byzantine": -0.1}, r"^faults\.byzantine = -0\.1 must be a fraction in \[0, 1\]$"),
+        ({"straggler": "half"}, r"^faults\.straggler = 'half' must be a fraction in \[0, 1\]$"),
+        ({"byzantine_class": -1}, r"^faults\.byzantine_class = -1 must be an integer >= 0$"),
+        ({"tasks": "train_local"}, r"^faults\.tasks = 'train_local'; allowed: a list of "),
+        ({"dropout": 0.5, "corrupt": 0.6}, r"^faults: dropout \+ .* = 1\.1 must be <= 1$"),
+    ],
+)
+def test_fault_config_constraints_name_the_dotted_key(raw, message):
+    with pytest.raises(ValueError, match=message):
+        FaultConfig(**raw)
+    FaultConfig(dropout=0.5, corrupt=0.5, byzantine=1, byzantine_class=3, tasks=[])
+
+
 def _train_and_predict(fault, **kwargs):
     learners = [Fixed(), Fixed()]
     engine = SimulationEngine(make_clients(*learners), PUBLIC, seed=0, **kwargs)

@@ -187,3 +187,58 @@ def test_configs_with_reported_figures_name_the_papers_clustering(repo_root, nam
     cfg = load_config(repo_root / "configs" / f"{name}.yaml")
     assert cfg.notices == []
     assert (cfg.algorithm["clustering"], cfg.algorithm["threshold_rule"]) == ("greedy", "target")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"rounds": 0}, r"^rounds = 0 is not allowed; use an integer >= 1$"),
+        ({"min_participation": 1.5}, r"^min_participation = 1\.5 is not allowed; use a fraction"),
+        ({"workers": "many"}, r"^workers = 'many' is not allowed; use auto"),
+        ({"data": {"num_clients": 0}}, r"^data\.num_clients = 0 is not allowed; use an integer"),
+        ({"data": {"missing": "drop"}}, r"^data\.missing = 'drop' is not allowed; allowed: refuse"),
+        ({"data": {"dataset": " "}}, r"^data\.dataset = ' ' is not allowed; allowed: "),
+        ({"data": {"image_size": 4}}, r"^data\.image_size = 4 is not allowed; use an integer in"),
+        ({"tracking": {"experiment": ""}}, r"^tracking\.experiment = '' is not allowed; use a non"),
+        (
+            {"tracking": {"mlflow": " "}},
+            r"^tracking\.mlflow = ' ' is not allowed; use a path or null",
+        ),
+        ({"clients": {"lr": -1}}, r"^clients\.lr = -1\.0 is not allowed; use a number > 0$"),
+        (
+            {"clients": {"batch_size": 0}},
+            r"^clients\.batch_size = 0 is not allowed; use an integer",
+        ),
+        (
+            {"clients": {"precision": "fp16"}},
+            r"^clients\.precision = 'fp16' is not allowed; allowed",
+        ),
+        ({"clients": {"models": {}}}, r"^clients\.models = \{\} is not allowed; give positive"),
+        ({"sites": {"public": "u.csv", "public_sha256": "ab"}}, r"^sites\.public_sha256 = 'ab' is"),
+        ({"sites": {"public": "u.csv", "labels": ["a"]}}, r"^sites\.labels = \['a'\]: give the"),
+        ({"faults": {"crash": -1}}, r"^faults\.crash = -1\.0 must be a fraction in \[0, 1\]$"),
+        ({"faults": {"corruption": "x"}}, r"^faults\.corruption = 'x'; allowed: random, nan"),
+    ],
+)
+def test_each_section_names_the_dotted_key_of_a_bad_value(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(raw)
+
+
+def test_a_rule_shared_with_torch_learner_is_one_constraint_object():
+    import torch
+
+    from cosmosfl.core.constraints import constraints_of
+    from cosmosfl.experiment.schema import ClientsConfig
+    from cosmosfl.learners.torch import LEARNER_CONSTRAINTS, TorchLearner
+
+    clients, learner = constraints_of(ClientsConfig), constraints_of(TorchLearner)
+    shared = ("lr", "distill_lr", "batch_size", "eval_batch_size", "precision")
+    shared += ("consistency_samples", "consistency_target", "neighbour_bn")
+    for name in shared:
+        assert clients[name] is learner[name] is LEARNER_CONSTRAINTS[name]
+    # One rule, two wordings: the config names the dotted key, the learner its argument.
+    with pytest.raises(ConfigError, match=r"^clients\.distill_lr = 0\.0 is not allowed; use a"):
+        config_from_dict({"clients": {"distill_lr": 0}})
+    with pytest.raises(ValueError, match=r"^distill_lr must be > 0, got 0$"):
+        TorchLearner(torch.nn.Linear(2, 2), num_classes=2, distill_lr=0)

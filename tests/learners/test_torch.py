@@ -141,6 +141,22 @@ def test_invalid_arguments():
         TorchLearner(net()).fit(x, y[:10])
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lr": 0}, r"^lr must be > 0, got 0$"),
+        ({"distill_lr": -1.0}, r"^distill_lr must be > 0, got -1.0$"),
+        ({"lr": float("inf")}, r"^lr must be a finite number > 0, got inf$"),
+        ({"eval_batch_size": 0}, r"^eval_batch_size must be >= 1, got 0$"),
+        ({"consistency_samples": 0}, r"^consistency_samples \(\|S\|\) must be >= 1, got 0$"),
+        ({"precision": "fp16"}, r"^precision 'fp16' is not supported; allowed: fp32, bf16$"),
+    ],
+)
+def test_learner_constraints_are_checked_when_constructed(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TorchLearner(net(), **kwargs)
+
+
 def test_resolve_device():
     assert resolve_device("cpu").type == "cpu"
     assert resolve_device("auto").type in ("cpu", "cuda", "mps")

@@ -6,7 +6,15 @@ A class lists its settings' constraints in `parameter_constraints` (as scikit-le
 `ValueError` naming the setting, the value and what is allowed. Algorithms check them when
 constructed and the config layer before it builds one, so both report the same message; a
 runtime function that takes the same setting (`aggregate`, `apply_temperature`) checks the same
-constraint object. Checks that involve several settings stay in the class's `__post_init__`.
+constraint object. Checks that involve several settings stay in the class's `__post_init__`, or
+are declared as `parameter_rules` (a list of `Rule`: a test of the whole object and its message).
+
+The config sections (experiment/schema.py, `FaultConfig`) declare theirs the same way and are
+checked by the same functions with a `prefix` (the section's name): a message then names the
+dotted key, ``clients.lr = -1.0 is not allowed; use a number > 0`` (`keyed_error`). A setting
+that a class and a config section share (TorchLearner's `lr` and `clients.lr`) uses one
+constraint object in both. `Custom` is a test with its own advice, for rules that are no range
+and no list of names.
 """
 
 from __future__ import annotations
@@ -27,6 +35,15 @@ class Constraint(Protocol):
         """What is allowed, in a few words (for help texts and docs)."""
         ...
 
+    def hint(self) -> str:
+        """What to set instead, for a config message ("use an integer >= 1", "allowed: a, b")."""
+        ...
+
+
+# A config message: the dotted key, the value and what to set instead. A constraint's `message`
+# may replace it (fields: key, value, hint, allowed = describe()).
+KEYED_MESSAGE = "{key} = {value!r} is not allowed; {hint}"
+
 
 _BRACKETS = {"both": "[]", "left": "[)", "right": "(]", "neither": "()"}
 
@@ -37,7 +54,9 @@ class Interval:
 
     `closed` names the ends that are included ("both", "left", "right", "neither"); a missing
     end is unbounded. `none`, if given, allows None and says what it means ("exact"). `note`
-    explains a special value ("0 = hard labels"); `symbol` is the paper's name ("λ").
+    explains a special value ("0 = hard labels"); `symbol` is the paper's name ("λ"); `noun`
+    replaces "a number" / "an integer" in messages ("a fraction"); `message` replaces
+    KEYED_MESSAGE for config keys.
     """
 
     kind: type
@@ -47,6 +66,8 @@ class Interval:
     none: str | None = None
     note: str = ""
     symbol: str = ""
+    noun: str = ""
+    message: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in (int, float) or self.closed not in _BRACKETS:
@@ -70,12 +91,21 @@ class Interval:
             return False
         return self.high is None or (x <= self.high if high_in else x < self.high)
 
-    def describe(self) -> str:
-        kind = "an integer" if self.kind is int else "a number"
-        text = f"{kind} {self._range().removeprefix('lie ')}"
+    def _kind(self) -> str:
+        return self.noun or ("an integer" if self.kind is int else "a number")
+
+    def _tail(self, none: str = "None") -> str:
+        """' or None (exact)' and ' (note)' as they apply."""
+        tail = ""
         if self.none is not None:
-            text += f" or None ({self.none})"
-        return text + (f" ({self.note})" if self.note else "")
+            tail = f" or {none}" + (f" ({self.none})" if self.none else "")
+        return tail + (f" ({self.note})" if self.note else "")
+
+    def describe(self) -> str:
+        return f"{self._kind()} {self._range().removeprefix('lie ')}{self._tail()}"
+
+    def hint(self) -> str:
+        return f"use {self._kind()} {self._range().removeprefix('lie ')}{self._tail('null')}"
 
     def error(self, name: str, value: Any) -> str | None:
         if value is None and self.none is not None:
@@ -83,13 +113,10 @@ class Interval:
         label = f"{name} ({self.symbol})" if self.symbol else name
         rng = self._range()  # "lie in [a, b)" reads "must lie in", ">= 0" reads "must be >= 0"
         must = f"must {rng}" if rng.startswith("lie ") else f"must be {rng}"
-        tail = (f" or None ({self.none})" if self.none is not None else "") + (
-            f" ({self.note})" if self.note else ""
-        )
+        tail = self._tail()
         number = numbers.Integral if self.kind is int else numbers.Real
         if isinstance(value, bool) or not isinstance(value, number):
-            kind = "an integer" if self.kind is int else "a number"
-            return f"{label} must be {kind} {rng.removeprefix('lie ')}{tail}, got {value!r}"
+            return f"{label} must be {self._kind()} {rng.removeprefix('lie ')}{tail}, got {value!r}"
         if not math.isfinite(value):
             return f"{label} must be a finite number {rng.removeprefix('lie ')}{tail}, got {value}"
         if not self._contains(value):
@@ -99,15 +126,20 @@ class Interval:
 
 @dataclass(frozen=True)
 class Options:
-    """One of a few names. `values` may be a function, for lists that grow at run time."""
+    """One of a few names. `values` may be a function, for lists that grow at run time;
+    `message` replaces KEYED_MESSAGE for config keys."""
 
     values: tuple[str, ...] | Callable[[], Iterable[str]]
+    message: str = ""
 
     def allowed(self) -> tuple[str, ...]:
         return tuple(self.values() if callable(self.values) else self.values)
 
     def describe(self) -> str:
         return f"one of {', '.join(self.allowed())}"
+
+    def hint(self) -> str:
+        return f"allowed: {', '.join(self.allowed())}"
 
     def error(self, name: str, value: Any) -> str | None:
         allowed = self.allowed()
@@ -116,13 +148,57 @@ class Options:
         return f"{name} {value!r} is not supported; allowed: {', '.join(allowed)}"
 
 
+@dataclass(frozen=True)
+class Custom:
+    """Any test of one value, with what to set instead (`advice`, e.g. "use a path or null"):
+    for the few rules that are no range and no list of names."""
+
+    test: Callable[[Any], bool]
+    advice: str
+    message: str = ""
+
+    def describe(self) -> str:
+        return self.advice.removeprefix("use ")
+
+    def hint(self) -> str:
+        return self.advice
+
+    def error(self, name: str, value: Any) -> str | None:
+        return None if self.test(value) else f"{name} = {value!r} is not allowed; {self.advice}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A check of several settings together, in a class's `parameter_rules`: `test(obj)` must
+    hold, else `message(obj)` is the error (it names the settings itself)."""
+
+    test: Callable[[Any], bool]
+    message: Callable[[Any], str]
+
+
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else str(x)
 
 
-def check(constraint: Constraint, name: str, value: Any) -> None:
-    """Raise ValueError if `value` breaks `constraint` (for functions taking one setting)."""
-    message = constraint.error(name, value)
+def keyed_error(constraint: Constraint, key: str, value: Any) -> str | None:
+    """Why `value` is not allowed for the config key `key` (dotted), in the config's words:
+    KEYED_MESSAGE or the constraint's own `message`; None if it is allowed."""
+    if constraint.error(key, value) is None:
+        return None
+    template = getattr(constraint, "message", "") or KEYED_MESSAGE
+    return template.format(
+        key=key, value=value, hint=constraint.hint(), allowed=constraint.describe()
+    )
+
+
+def check(constraint: Constraint, name: str, value: Any, prefix: str | None = None) -> None:
+    """Raise ValueError if `value` breaks `constraint` (for functions taking one setting). With a
+    `prefix` (a config section's name, "" for the top level), the message names the dotted key
+    as the config does (`keyed_error`)."""
+    if prefix is None:
+        message = constraint.error(name, value)
+    else:
+        message = keyed_error(constraint, f"{prefix}.{name}" if prefix else name, value)
     if message is not None:
         raise ValueError(message)
 
@@ -135,15 +211,34 @@ def constraints_of(cls: type) -> dict[str, Constraint]:
     return out
 
 
-def check_parameters(cls: type, values: Mapping[str, Any]) -> None:
+def rules_of(cls: type) -> list[Rule]:
+    """Every `parameter_rules` entry of `cls` and its bases, the bases' first."""
+    return [
+        rule for klass in reversed(cls.__mro__) for rule in vars(klass).get("parameter_rules", ())
+    ]
+
+
+def check_parameters(cls: type, values: Mapping[str, Any], prefix: str | None = None) -> None:
     """Check the given settings of `cls` against its constraints, in the order they are
-    declared; the first violation raises ValueError (settings not given are not checked)."""
+    declared; the first violation raises ValueError (settings not given are not checked).
+    `prefix`: a config section's name, for messages naming the dotted key (see `check`)."""
     for name, constraint in constraints_of(cls).items():
         if name in values:
-            check(constraint, name, values[name])
+            check(constraint, name, values[name], prefix)
 
 
-def check_instance(obj: Any) -> None:
-    """Check every constrained setting of `obj` (for `__post_init__`)."""
+def check_instance(obj: Any, prefix: str | None = None) -> None:
+    """Check every constrained setting of `obj`, then its `parameter_rules` (for
+    `__post_init__`, and the config layer for each section); the first violation raises
+    ValueError."""
     constraints = constraints_of(type(obj))
-    check_parameters(type(obj), {name: getattr(obj, name) for name in constraints})
+    check_parameters(type(obj), {name: getattr(obj, name) for name in constraints}, prefix)
+    check_rules(obj)
+
+
+def check_rules(obj: Any) -> None:
+    """Check the `parameter_rules` of `obj`'s class, in order; the first that fails raises
+    ValueError with its message."""
+    for rule in rules_of(type(obj)):
+        if not rule.test(obj):
+            raise ValueError(rule.message(obj))

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from cosmosfl.core import protocol
+from cosmosfl.core.constraints import Custom, Interval, Options, Rule, check_instance
 from cosmosfl.core.seeds import derive_seed
 
 FAULT_MODES = ("dropout", "straggler", "crash", "corrupt")
@@ -52,6 +53,11 @@ CORRUPTIONS = (
 )
 BYZANTINE_MODES = ("random", "flip", "fixed")
 FAULTABLE_TASKS = tuple(t for t in protocol.TASKS if t != protocol.EVALUATE)
+
+
+# A fraction of the clients; its message reads "faults.dropout = 1.5 must be a fraction in [0, 1]".
+FRACTION = Interval(float, 0, 1, noun="a fraction", message="{key} = {value!r} must be {allowed}")
+_NAMES = "{key} = {value!r}; {hint}"  # "faults.corruption = 'x'; allowed: random, nan, ..."
 
 
 class InjectedCrash(RuntimeError):
@@ -74,33 +80,30 @@ class FaultConfig:
     byzantine_mode: str = "random"  # random | flip | fixed
     byzantine_class: int = 0  # the class a "fixed" Byzantine client predicts for everything
 
+    # Checked when constructed, by the config layer's mechanism (core/constraints.py).
+    parameter_constraints: ClassVar = {
+        **dict.fromkeys((*FAULT_MODES, "byzantine"), FRACTION),
+        "corruption": Options(("random", *CORRUPTIONS), message=_NAMES),
+        "tasks": Custom(
+            lambda tasks: isinstance(tasks, list) and all(t in FAULTABLE_TASKS for t in tasks),
+            f"allowed: a list of {', '.join(FAULTABLE_TASKS)}",
+            message=_NAMES,
+        ),
+        "byzantine_mode": Options(BYZANTINE_MODES, message=_NAMES),
+        "byzantine_class": Interval(int, 0, message="{key} = {value!r} must be {allowed}"),
+    }
+    parameter_rules: ClassVar = [
+        Rule(
+            lambda f: sum(getattr(f, m) for m in FAULT_MODES) <= 1 + 1e-12,
+            lambda f: (
+                "faults: dropout + straggler + crash + corrupt = "
+                f"{sum(getattr(f, m) for m in FAULT_MODES):g} must be <= 1"
+            ),
+        )
+    ]
+
     def __post_init__(self) -> None:
-        for name in (*FAULT_MODES, "byzantine"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-                raise ValueError(f"faults.{name} = {value!r} must be a fraction in [0, 1]")
-        total = sum(getattr(self, m) for m in FAULT_MODES)
-        if total > 1 + 1e-12:
-            raise ValueError(
-                f"faults: dropout + straggler + crash + corrupt = {total:g} must be <= 1"
-            )
-        if self.corruption not in (*CORRUPTIONS, "random"):
-            raise ValueError(
-                f"faults.corruption = {self.corruption!r}; "
-                f"allowed: random, {', '.join(CORRUPTIONS)}"
-            )
-        bad = [t for t in self.tasks if t not in FAULTABLE_TASKS]
-        if bad or not isinstance(self.tasks, list):
-            raise ValueError(
-                f"faults.tasks = {self.tasks!r}; allowed: a list of {', '.join(FAULTABLE_TASKS)}"
-            )
-        if self.byzantine_mode not in BYZANTINE_MODES:
-            raise ValueError(
-                f"faults.byzantine_mode = {self.byzantine_mode!r}; "
-                f"allowed: {', '.join(BYZANTINE_MODES)}"
-            )
-        if isinstance(self.byzantine_class, bool) or self.byzantine_class < 0:
-            raise ValueError(f"faults.byzantine_class = {self.byzantine_class!r} must be >= 0")
+        check_instance(self, prefix="faults")
 
     @property
     def active(self) -> bool:

@@ -2,8 +2,9 @@
 
 A config is three sections (`data`, `clients`, `algorithm`) plus run settings. Every key is
 checked before any training starts: unknown keys and bad values are rejected with the field,
-the value and what is allowed. The sections' dataclasses are in schema.py and the checks of
-values beyond their types in config_checks.py; the schema's names are importable from here.
+the value and what is allowed. The sections' dataclasses, with the constraints and rules of
+their values, are in schema.py (its names are importable from here); `check_values` runs them
+with the one mechanism the algorithms use (core/constraints.py).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 import yaml
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
-from cosmosfl.core.constraints import check_parameters
+from cosmosfl.core.constraints import check_parameters, check_rules
 from cosmosfl.engines.faults import FaultConfig
-from cosmosfl.experiment.config_checks import check_ranges
 from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.model_spec import parse_models
 from cosmosfl.experiment.references import REFERENCE_RUNS
 from cosmosfl.experiment.schema import (
     NOT_IDENTITY,
@@ -50,6 +51,7 @@ __all__ = [
     "algorithm_options",
     "apply_overrides",
     "changed_default_notices",
+    "check_values",
     "config_from_dict",
     "dump_config",
     "flatten",
@@ -127,6 +129,17 @@ def _build(cls: type, raw: Any, where: str) -> Any:
             f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; "
             f"allowed in {where}: {', '.join(names)}"
         )
+    try:
+        return cls(**_typed(raw, hints, where))
+    except (TypeError, ValueError) as err:  # a section that checks itself (FaultConfig)
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(str(err)) from None
+
+
+def _typed(raw: dict[str, Any], hints: dict[str, Any], where: str) -> dict[str, Any]:
+    """`raw` with each value's type checked against `hints` (an int as a float where a float
+    is allowed); the first mismatch raises ConfigError naming `where.key`."""
     values = {}
     for name, value in raw.items():
         hint = hints[name]
@@ -134,7 +147,7 @@ def _build(cls: type, raw: Any, where: str) -> Any:
         if not _type_ok(value, hint):
             raise ConfigError(f"{where}.{name} = {value!r} must be of type {_type_name(hint)}")
         values[name] = value
-    return cls(**values)
+    return values
 
 
 def reference_runs() -> dict[str, type]:
@@ -199,16 +212,7 @@ def validate_algorithm(raw: Any) -> dict[str, Any]:
             f"unknown key(s) {', '.join('algorithm.' + k for k in unknown)} for {name}; "
             f"allowed: {', '.join(sorted(options))}"
         )
-    out: dict[str, Any] = {"name": name}
-    for key, value in raw.items():
-        if key == "name":
-            continue
-        hint = hints[key]
-        value = _as_number(value, hint, f"algorithm.{key}")
-        if not _type_ok(value, hint):
-            raise ConfigError(f"algorithm.{key} = {value!r} must be of type {_type_name(hint)}")
-        out[key] = value
-    given = {k: v for k, v in out.items() if k != "name"}
+    given = _typed({k: v for k, v in raw.items() if k != "name"}, hints, "algorithm")
     try:
         # Each value against the class's declared constraints (core/constraints.py), then the
         # algorithm itself for combinations of settings, all before any training.
@@ -260,12 +264,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         {k: v for k, v in raw.items() if k in RUN_SETTINGS},
         "config",
     )
-    try:
-        top.faults = _build(FaultConfig, raw.get("faults"), "faults")
-    except (TypeError, ValueError) as err:
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(str(err)) from None
+    top.faults = _build(FaultConfig, raw.get("faults"), "faults")
     top.data = _build(DataConfig, raw.get("data"), "data")
     top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
@@ -288,8 +287,29 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
     top.algorithm = validate_algorithm(algorithm)
     top.notices = changed_default_notices(algorithm)
-    check_ranges(top)
+    check_values(top)
     return top
+
+
+def check_values(cfg: ExperimentConfig) -> None:
+    """Every value of `cfg` against its section's `parameter_constraints` (the run settings
+    first), then every section's `parameter_rules`, the ones across sections last (schema.py);
+    then the models' specs. Types are checked already; `faults` checks itself when built."""
+    parts = [
+        ("", cfg),
+        ("data", cfg.data),
+        ("tracking", cfg.tracking),
+        ("clients", cfg.clients),
+        ("sites", cfg.sites),
+    ]
+    try:
+        for prefix, part in parts:
+            check_parameters(type(part), vars(part), prefix)
+        for _, part in [*parts[1:], parts[0]]:
+            check_rules(part)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    parse_models(cfg.clients.models)  # names importable, arguments accepted, weights positive
 
 
 def changed_default_notices(algorithm: dict[str, Any]) -> list[str]:

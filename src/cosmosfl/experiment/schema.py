@@ -1,19 +1,84 @@
-"""The config schema: its sections as dataclasses with their defaults, the run settings and
-the top-level keys, and what is part of an experiment's identity. Reading, validating and
-overriding a config is config.py; the checks of values beyond their types, config_checks.py.
+"""The config schema: its sections as dataclasses with their defaults and what each value
+allows, the run settings and the top-level keys, and what is part of an experiment's identity.
+Reading, validating and overriding a config is config.py.
+
+Each section declares its values' constraints in `parameter_constraints` and its checks of
+several values together in `parameter_rules`, in core/constraints.py's vocabulary (as the
+algorithms and `FaultConfig` do); `config.check_values` runs them once every section is built,
+and a violation names the dotted key, the value and what to set instead. A value that
+TorchLearner also takes (`clients.lr`, batch sizes, precision, ...) has one constraint object,
+`LEARNER_CONSTRAINTS`, declared by both.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+from cosmosfl.algorithms.registry import ALGORITHMS
+from cosmosfl.core.constraints import Custom, Interval, Options, Rule
+from cosmosfl.data.sources import DATASET_NAMES
+from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.learners.torch import LEARNER_CONSTRAINTS
+from cosmosfl.models.registry import IMAGE_SIZE_RANGE
+
+PARTITIONS = ("paper", "dirichlet", "pathological", "iid")
+DEVICE_KINDS = ("cpu", "cuda", "mps", "auto")  # a device may name an index: cuda:1
+
+
+def _text(advice: str, null: bool = True) -> Custom:
+    """A non-blank string (or null, if `null`)."""
+    return Custom(
+        lambda v: (null and v is None) or (isinstance(v, str) and v.strip() != ""), advice
+    )
+
+
+def _fraction(low: float, high: float, closed: str, note: str = "") -> Interval:
+    return Interval(float, low, high, closed=closed, noun="a fraction", note=note)
+
+
+def _dataset_named(dataset: str, data_dir: str | None) -> bool:
+    """Whether `dataset` names a known dataset or looks like a path to data (a known suffix,
+    a path separator, or a folder that exists); a misspelt name then fails at load time."""
+    key = dataset.strip()
+    if not key:
+        return False
+    if key.lower().replace("-", "_") in DATASET_NAMES:
+        return True
+    if key.lower().endswith((".npz", *TABLE_SUFFIXES)) or "/" in key or os.sep in key:
+        return True
+    return Path(key).expanduser().is_dir() or (
+        data_dir is not None and (Path(data_dir).expanduser() / key).is_dir()
+    )
 
 
 @dataclass
 class DataConfig:
+    parameter_constraints: ClassVar = {
+        "missing": Options(MISSING_POLICIES),
+        "test_fraction": _fraction(0, 1, "neither", note="e.g. 0.2"),
+        "image_size": Interval(int, *IMAGE_SIZE_RANGE, note="pixels"),
+        "label_column": _text("use a column name, or null for the last column"),
+        "num_clients": Interval(int, 1),
+        "validation_fraction": _fraction(0, 1, "left", note="0 = no validation slice"),
+        "partition": Options(PARTITIONS),
+        "max_train": Interval(int, 0, closed="neither", none="all"),
+        "max_test": Interval(int, 0, closed="neither", none="all"),
+    }
+    parameter_rules: ClassVar = [
+        Rule(
+            lambda d: _dataset_named(d.dataset, d.data_dir),
+            lambda d: (
+                f"data.dataset = {d.dataset!r} is not allowed; allowed: "
+                f"{', '.join(DATASET_NAMES)}, or a path to an .npz file, a table "
+                f"({', '.join(TABLE_SUFFIXES)}) or a folder of images"
+            ),
+        )
+    ]
     # digits | cifar10 | cifar100 | mnist | fashion_mnist | emnist_balanced | tiny_imagenet,
     # or a path: an .npz file (images or feature vectors), a CSV / Parquet table, or a folder
     # of images with one subfolder per class. Relative paths are also looked up in data_dir.
@@ -44,8 +109,21 @@ class DataConfig:
     validation_fraction: float = 0.0
 
 
+_LEARNER_SETTINGS = ("batch_size", "lr", "distill_lr", "precision", "consistency_target")
+_LEARNER_SETTINGS += ("neighbour_bn", "eval_batch_size", "consistency_samples")
+
+
 @dataclass
 class ClientsConfig:
+    parameter_constraints: ClassVar = {
+        "width": Interval(float, 0, closed="neither"),
+        # TorchLearner's own constraint objects: each rule is written once, in learners/torch.py.
+        **{name: LEARNER_CONSTRAINTS[name] for name in _LEARNER_SETTINGS},
+        "models": Custom(
+            lambda m: isinstance(m, list) or bool(m),
+            "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",
+        ),
+    }
     # Client models: {name: fraction} (interleaved across ids), {name: {weight: fraction,
     # **arguments}}, or a list with one name (or {name: {arguments}}) per client. Names: the
     # model registry (mlp, cnn, alexnet, resnet18, mobilenetv2, squeezenet, vgg16, ...), short
@@ -76,6 +154,31 @@ class ClientsConfig:
 
 @dataclass
 class SitesConfig:
+    parameter_constraints: ClassVar = {
+        "public_sha256": Custom(
+            lambda v: (
+                v is None or (len(v) == 64 and all(ch in "0123456789abcdefABCDEF" for ch in v))
+            ),
+            "",
+            message="{key} = {value!r} is not a SHA-256 (64 hex digits); `sha256sum FILE` "
+            "prints it, `cosmosfl flower app` fills it in",
+        ),
+        "labels": Custom(
+            lambda v: v is None or (len(v) >= 2 and len({str(x) for x in v}) == len(v)),
+            "",
+            message="{key} = {value!r}: give the class names, at least 2, each once "
+            "(ids follow their order)",
+        ),
+    }
+    parameter_rules: ClassVar = [
+        Rule(
+            lambda s: s.public is not None or s == SitesConfig(),
+            lambda s: (
+                "sites: set sites.public (the public set U every party holds) to run "
+                "sites with their own files, or remove the sites section"
+            ),
+        )
+    ]
     # Sites that bring their own data and models (experiment/sites.py, docs/tutorials/
     # organisations.md): set `public` and each site reads its own file, named in its site file.
     # Unset (the default): every party's data comes from data.dataset and the partition seed.
@@ -88,6 +191,11 @@ class SitesConfig:
 
 @dataclass
 class TrackingConfig:
+    parameter_constraints: ClassVar = {
+        "tensorboard": _text("use a path or null"),
+        "mlflow": _text("use a path or null"),
+        "experiment": _text("use a non-empty name", null=False),
+    }
     # Experiment tracking (experiment/tracking.py), off by default. Where a run is logged is
     # not what it computes: this section is left out of an experiment's identity (NOT_IDENTITY).
     tensorboard: str | None = None  # TensorBoard log folder; each run logs into a subfolder
@@ -95,8 +203,56 @@ class TrackingConfig:
     experiment: str = "cosmosfl"  # MLflow experiment the runs are logged under
 
 
+def _sites_algorithm_ok(cfg: ExperimentConfig) -> bool:
+    cls = ALGORITHMS.get(cfg.algorithm["name"])
+    return cfg.sites.public is None or (cls is not None and cls.model_agnostic)
+
+
 @dataclass
 class ExperimentConfig:
+    # The run settings; the sections declare their own (config.check_values runs them all).
+    parameter_constraints: ClassVar = {
+        "rounds": Interval(int, 1),
+        "workers": Custom(
+            lambda w: w == "auto" or (isinstance(w, int) and w >= 1),
+            "use auto (one worker process per usable core) or an integer >= 1 (1 = serial)",
+        ),
+        "threads": Interval(int, 1, none=""),
+        "min_participation": _fraction(0, 1, "both"),
+        "max_payload_bytes": Interval(int, 1),
+        "device": Custom(
+            lambda d: d.split(":")[0] in DEVICE_KINDS, f"allowed: {', '.join(DEVICE_KINDS)}"
+        ),
+    }
+    # Checks across sections, run after every section's own.
+    parameter_rules: ClassVar = [
+        Rule(
+            lambda c: not c.algorithm.get("select_on_validation") or c.data.validation_fraction > 0,
+            lambda c: (
+                "algorithm.select_on_validation needs a validation slice: set "
+                "data.validation_fraction (e.g. 0.1) so each client holds some private data out"
+            ),
+        ),
+        Rule(
+            lambda c: (
+                not isinstance(c.clients.models, list)
+                or len(c.clients.models) == c.data.num_clients
+            ),
+            lambda c: (
+                f"clients.models = {c.clients.models!r} is not allowed; a list needs "
+                f"exactly data.num_clients = {c.data.num_clients} names"
+            ),
+        ),
+        Rule(
+            _sites_algorithm_ok,
+            lambda c: (
+                f"algorithm {c.algorithm['name']} cannot run on sites with their own "
+                "models and files (it needs shared parameters or pooled data); use one of "
+                f"{sorted(n for n, a in ALGORITHMS.items() if a.model_agnostic)}"
+            ),
+        ),
+    ]
+
     seed: int = 1
     rounds: int = 10
     device: str = "cpu"  # cpu | cuda | mps | auto

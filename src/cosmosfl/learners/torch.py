@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cosmosfl.core.constraints import Constraint, Interval, Options, check_parameters
 from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_targets
 from cosmosfl.data.augment import Neighbours
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
@@ -31,6 +32,20 @@ PRECISIONS = ("fp32", "bf16")
 # uses statistics of clean inputs only. Batch statistics normalise the pass either way.
 NEIGHBOUR_BN = ("update", "frozen")
 
+# What TorchLearner's settings allow, written once: the learner checks them when constructed,
+# and the config's `clients` section (experiment/schema.py) declares these same objects, so
+# `clients.lr = 0` and `TorchLearner(lr=0)` are refused by one rule.
+LEARNER_CONSTRAINTS: dict[str, Constraint] = {
+    "lr": Interval(float, 0, closed="neither"),
+    "distill_lr": Interval(float, 0, closed="neither"),
+    "batch_size": Interval(int, 1),
+    "eval_batch_size": Interval(int, 1),
+    "precision": Options(PRECISIONS),
+    "consistency_samples": Interval(int, 1, symbol="|S|"),
+    "consistency_target": Options(CONSISTENCY_TARGETS),
+    "neighbour_bn": Options(NEIGHBOUR_BN),
+}
+
 LossTerm = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """An extra term of a training batch's loss: (inputs of the batch, the model's logits) -> a
 scalar tensor (see `TorchLearner.fit`)."""
@@ -48,6 +63,8 @@ class TorchLearner(ModelParameters, Learner):
     in large batches without augmentation. Randomness (shuffling, augmentation, dropout) comes
     from the learner's own seed, so results do not depend on the order clients are served in.
     """
+
+    parameter_constraints: ClassVar[dict[str, Constraint]] = LEARNER_CONSTRAINTS
 
     def __init__(
         self,
@@ -69,26 +86,19 @@ class TorchLearner(ModelParameters, Learner):
         neighbour_bn: str = "update",
         train_augmentation: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
     ) -> None:
-        for name, value in (("lr", lr), ("distill_lr", distill_lr)):
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision {precision!r} is not supported; allowed: fp32, bf16")
-        if consistency_samples < 1:
-            raise ValueError(f"consistency_samples (|S|) must be >= 1, got {consistency_samples}")
-        if consistency_target not in CONSISTENCY_TARGETS:
-            raise ValueError(
-                f"consistency_target {consistency_target!r} is not supported; allowed: "
-                f"{', '.join(CONSISTENCY_TARGETS)}"
-            )
-        if neighbour_bn not in NEIGHBOUR_BN:
-            raise ValueError(
-                f"neighbour_bn {neighbour_bn!r} is not supported; "
-                f"allowed: {', '.join(NEIGHBOUR_BN)}"
-            )
+        check_parameters(
+            type(self),
+            {
+                "lr": lr,
+                "distill_lr": distill_lr,
+                "batch_size": batch_size,
+                "eval_batch_size": eval_batch_size,
+                "precision": precision,
+                "consistency_samples": consistency_samples,
+                "consistency_target": consistency_target,
+                "neighbour_bn": neighbour_bn,
+            },
+        )
         self.device = resolve_device(device)
         self.precision = precision
         # Channels-last (NHWC) lets oneDNN / cuDNN pick faster convolution kernels.
