@@ -14,7 +14,7 @@ from cosmosfl.experiment.config import (
 def test_defaults_are_the_papers_but_the_clustering():
     cfg = config_from_dict({})
     alg = cfg.algorithm  # resolved: every setting present, defaults included
-    assert alg["name"] == "cosmos" and alg["threshold"] is None and alg["target_clusters"] is None
+    assert alg["name"] == "cosmos" and alg["b0"] is None and alg["target_clusters"] is None
     assert (alg["clustering"], alg["threshold_rule"]) == ("average-linkage", "silhouette")
     assert (alg["lam"], alg["temperature"], alg["aggregation"], alg["distance"]) == (
         5.0,
@@ -44,7 +44,7 @@ def test_defaults_are_the_papers_but_the_clustering():
         ({"algorithm": {"name": "cosmos", "lambda": 1}}, r"algorithm\.lambda.*allowed"),
         ({"algorithm": {"name": "cosmos", "lam": "high"}}, "algorithm.lam = 'high'"),
         ({"algorithm": {"name": "cosmos", "aggregation": "mode"}}, "aggregation 'mode'"),
-        ({"algorithm": {"threshold": 0.5, "target_clusters": 3}}, "exactly one of threshold"),
+        ({"algorithm": {"b0": 0.5, "target_clusters": 3}}, "exactly one of b0"),
         ({"algorithm": {"server_model": "vgg17"}}, "server_model 'vgg17'.*allowed"),
         ({"data": {"dataset": "cifar11"}}, "data.dataset = 'cifar11'.*cifar10"),
         ({"algorithm": {"name": "local", "lam": 1.0}}, "for local"),
@@ -92,8 +92,8 @@ def test_ints_accepted_for_floats_and_overrides_parse_yaml():
 
 
 def test_threshold_alone_makes_k_an_output():
-    alg = config_from_dict({"algorithm": {"threshold": 0.4}}).algorithm
-    assert alg["threshold"] == 0.4 and alg["target_clusters"] is None
+    alg = config_from_dict({"algorithm": {"b0": 0.4}}).algorithm
+    assert alg["b0"] == 0.4 and alg["target_clusters"] is None
 
 
 def test_load_config_errors(tmp_path):
@@ -159,7 +159,7 @@ def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_pat
 
 def test_the_papers_clustering_is_one_setting_away():
     alg = config_from_dict({"algorithm": {"clustering": "greedy"}}).algorithm
-    assert (alg["threshold_rule"], alg["target_clusters"], alg["threshold"]) == ("target", 5, None)
+    assert (alg["threshold_rule"], alg["target_clusters"], alg["b0"]) == ("target", 5, None)
     # A K or B0 given with the default clustering cuts the dendrogram there.
     alg = config_from_dict({"algorithm": {"target_clusters": 3}}).algorithm
     assert (alg["clustering"], alg["threshold_rule"], alg["target_clusters"]) == (
