@@ -23,7 +23,8 @@ SETTING_NAMES = {
     "public_fraction": "size of U (fraction of the training data)",
     "lam": "λ, weight of the consistency regulariser r_B",
     "temperature": "temperature T",
-    "threshold": "threshold B0 (mean ℓ1 distance)",
+    "b0": "B0 (mean ℓ1 distance)",
+    "threshold": "B0 (mean ℓ1 distance)",  # the deprecated name of b0
     "target_clusters": "target number of clusters",
     "aggregation": "teacher aggregation rule",
     "alpha": "Dirichlet α",
