@@ -191,7 +191,7 @@ def test_silhouette_rule_finds_the_class_groups_without_k(clustering):
     clients, public_x, part = small_federation()
     algo = Cosmos(
         clustering=clustering,
-        threshold_rule="silhouette",
+        b0_rule="silhouette",
         server_model="mlp",
         pretrain_epochs=2,
         local_epochs=1,
@@ -382,7 +382,7 @@ def test_chance_corrected_distances_leave_byzantine_clients_without_honest_mates
     clients, public_x, _ = small_federation()
     algo = Cosmos(
         clustering="average-linkage",
-        threshold_rule="silhouette",
+        b0_rule="silhouette",
         distance="l1-chance",
         server_model="mlp",
         pretrain_epochs=10,

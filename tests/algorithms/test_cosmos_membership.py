@@ -107,3 +107,18 @@ def test_threshold_is_a_deprecated_name_of_b0():
         assert algo.join_threshold is None
     with pytest.raises(ConfigError, match=r"set only algorithm\.b0"):
         config_from_dict({"algorithm": {"name": "cosmos", "threshold": 0.4, "b0": 0.4}})
+
+
+def test_threshold_rule_and_search_are_deprecated_names_of_b0_rule_and_b0_search():
+    with pytest.warns(DeprecationWarning, match="use b0_rule"):
+        algo = Cosmos(threshold_rule="largest-gap")
+    assert algo.b0_rule == "largest-gap"
+    with pytest.warns(DeprecationWarning, match="use b0_search"):
+        assert Cosmos(threshold_search="bisect").b0_search == "bisect"
+    with pytest.warns(DeprecationWarning, match=r"use algorithm\.b0_rule"):
+        alg = config_from_dict(
+            {"algorithm": {"name": "cosmos", "threshold_rule": "silhouette"}}
+        ).algorithm
+    assert alg["b0_rule"] == "silhouette" and "threshold_rule" not in alg
+    with pytest.warns(DeprecationWarning, match="use b0_rule"):
+        assert algo.threshold_rule == "largest-gap"

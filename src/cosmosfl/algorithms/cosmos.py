@@ -227,8 +227,8 @@ class Cosmos(CosmosSettings, Algorithm):
             self._membership = Membership(
                 b0=self.b0,
                 target_clusters=self.target_clusters,
-                rule=self.threshold_rule,
-                search=self.threshold_search,
+                rule=self.b0_rule,
+                search=self.b0_search,
                 clustering=self.clustering,
                 distance=self.distance,
                 distance_sample=self.distance_sample,
@@ -244,7 +244,7 @@ class Cosmos(CosmosSettings, Algorithm):
 
     @property
     def b0_used(self) -> float | None:
-        """The B0 the last clustering used (fixed, or chosen by `threshold_rule`)."""
+        """The B0 the last clustering used (fixed, or chosen by `b0_rule`)."""
         return self.membership.b0_used
 
     @property
@@ -352,8 +352,10 @@ def _distill_cluster_model(
     return model, {name: float(v) for name, v in stats.items()}, model.predict_proba(public_x)
 
 
-# Deprecated names (renamed in 0.3), read-only: the setting `threshold` and two pieces of state.
+# Deprecated names (renamed in 0.3), read-only: three settings and two pieces of state.
 Cosmos.threshold = renamed_setting("threshold", "b0")  # type: ignore[assignment]
+Cosmos.threshold_rule = renamed_setting("threshold_rule", "b0_rule")  # type: ignore[assignment]
+Cosmos.threshold_search = renamed_setting("threshold_search", "b0_search")  # type: ignore[assignment]
 Cosmos.threshold_used = renamed_setting("threshold_used", "b0_used")  # type: ignore[attr-defined]
 Cosmos.join_threshold = renamed_setting("join_threshold", "join_distance")  # type: ignore[attr-defined]
 

@@ -49,7 +49,7 @@ class MembershipUpdate:
 @dataclass
 class Membership:
     """π for COSMOS: its clustering settings (Cosmos's, under the same names except `rule` =
-    `threshold_rule` and `search` = `threshold_search`) and its state."""
+    `b0_rule` and `search` = `b0_search`) and its state."""
 
     b0: float | None = None
     target_clusters: int | None = None

@@ -45,11 +45,15 @@ class CosmosSettings(EpochSchedule):
             "target_clusters 5); set algorithm.clustering: greedy for the paper's method"
         ),
     }
-    renamed_parameters: ClassVar = {"threshold": "b0"}
+    renamed_parameters: ClassVar = {
+        "threshold": "b0",
+        "threshold_rule": "b0_rule",
+        "threshold_search": "b0_search",
+    }
     parameter_constraints: ClassVar = {
-        "b0": Interval(float, 0, none="chosen by threshold_rule", symbol="B0"),
-        "target_clusters": Interval(int, 1, none="B0 given or chosen by threshold_rule"),
-        "threshold_rule": Options(("auto", *THRESHOLD_RULES)),
+        "b0": Interval(float, 0, none="chosen by b0_rule", symbol="B0"),
+        "target_clusters": Interval(int, 1, none="B0 given or chosen by b0_rule"),
+        "b0_rule": Options(("auto", *THRESHOLD_RULES)),
         "clustering": Options(CLUSTERINGS),
         "distance": Options(DISTANCES),
         **TEACHER,
@@ -63,7 +67,7 @@ class CosmosSettings(EpochSchedule):
         "server_head_init": Options(HEAD_INITS),
         "distance_sample": Interval(int, 1, none="exact, all of U"),
         "distance_backend": Options(DISTANCE_BACKENDS),
-        "threshold_search": Options(THRESHOLD_SEARCHES),
+        "b0_search": Options(THRESHOLD_SEARCHES),
         "client_targets": Options(CLIENT_TARGETS),
     }
 
@@ -104,7 +108,7 @@ class CosmosSettings(EpochSchedule):
     # the paper's tuning), "silhouette" (the partition with the largest silhouette), or
     # "largest-gap" / "widest-interval" (K from the distances alone; core/clustering.py).
     # "auto": "target" for greedy or when b0 / target_clusters is given, else "silhouette".
-    threshold_rule: str = "auto"
+    b0_rule: str = "auto"
     recluster: bool = False  # cluster every round, not only in round 1
     # Each client also measures h_π(i) and its own model f_i^(t,1) on its validation slice
     # (private data held out of training, data.validation_fraction) and keeps the better one
@@ -116,12 +120,12 @@ class CosmosSettings(EpochSchedule):
     # codec: how soft labels travel both ways (float32, float16, uint8, top<k>).
     # distance_sample: estimate distances on this many rows of U (None: exact, all of U).
     # distance_backend: torch, numba (compiled ℓ1 kernel, needs cosmosfl[fast]) or auto
-    # (numba for thousands of clients when installed). threshold_search: how the B0 for
+    # (numba for thousands of clients when installed). b0_search: how the B0 for
     # target_clusters is searched.
     codec: str = "float32"
     distance_sample: int | None = None
     distance_backend: str = "auto"
-    threshold_search: str = "auto"
+    b0_search: str = "auto"
 
     # -- diagnostic / hooks ------------------------------------------------------------------
     # Diagnostic: what clients distill from, "cluster_model" (h_k(U), the paper) or "teacher"
@@ -137,28 +141,33 @@ class CosmosSettings(EpochSchedule):
     # f_i(U)); what it returns is recorded under `public_probe`. Not part of the protocol.
     public_probe: PublicProbe | None = None
 
-    threshold: InitVar[float | None] = None  # deprecated name of b0
+    # Deprecated names (before 0.3) of b0, b0_rule and b0_search.
+    threshold: InitVar[float | None] = None
+    threshold_rule: InitVar[str | None] = None
+    threshold_search: InitVar[str | None] = None
 
-    def __post_init__(self, threshold: float | None) -> None:
-        self.take_renamed("threshold", threshold)
+    def __post_init__(
+        self, threshold: float | None, threshold_rule: str | None, threshold_search: str | None
+    ) -> None:
+        self.take_renamed("threshold", threshold)  # type: ignore[attr-defined]
+        self.take_renamed("threshold_rule", threshold_rule)  # type: ignore[attr-defined]
+        self.take_renamed("threshold_search", threshold_search)  # type: ignore[attr-defined]
         super().__post_init__()  # parameter_constraints
         if self.b0 is not None and self.target_clusters is not None:
             raise ValueError(
                 "COSMOS takes exactly one of b0 (B0) and target_clusters; "
                 f"got b0={self.b0}, target_clusters={self.target_clusters}"
             )
-        if self.threshold_rule == "auto":
+        if self.b0_rule == "auto":
             given = self.b0 is not None or self.target_clusters is not None
             greedy = self.clustering == "greedy"
-            self.threshold_rule = "target" if given or greedy else "silhouette"
-        if self.threshold_rule != "target" and (
-            self.b0 is not None or self.target_clusters is not None
-        ):
+            self.b0_rule = "target" if given or greedy else "silhouette"
+        if self.b0_rule != "target" and (self.b0 is not None or self.target_clusters is not None):
             raise ValueError(
-                f"threshold_rule {self.threshold_rule!r} chooses B0 (and K) from the distances: "
+                f"b0_rule {self.b0_rule!r} chooses B0 (and K) from the distances: "
                 "set b0 and target_clusters to null (e.g. algorithm.target_clusters=null)"
             )
-        if self.b0 is None and self.target_clusters is None and self.threshold_rule == "target":
+        if self.b0 is None and self.target_clusters is None and self.b0_rule == "target":
             self.target_clusters = 5
         if self.server_learner is None and self.server_model not in (*model_names(), "auto"):
             raise ValueError(
