@@ -187,7 +187,7 @@ class Cosmos(CosmosSettings, Algorithm):
 
     def _distillation_targets(self, server: ServerStep) -> dict[int, np.ndarray]:
         """What each cluster's members distil: h_k(U) at temperature T (T acts on every
-        distillation target, paper section 5's ablation). Diagnostic (`client_targets:
+        distillation target, docs/cosmos.md "temperature T"). Diagnostic (`client_targets:
         teacher`): the teacher f̄_k(U) instead, skipping the server model."""
         targets = {k: apply_temperature(p, self.temperature) for k, p in server.h_public.items()}
         if self.client_targets == "teacher":
