@@ -29,7 +29,7 @@ from cosmosfl.experiment.runner import resumable, resume_experiment, run_experim
 CONFIGS = {"digits": "configs/default.yaml", "cifar10": "configs/cifar10-cpu.yaml"}
 AVERAGE_LINKAGE = [
     "cosmos.clustering=average-linkage",
-    "cosmos.threshold_rule=silhouette",
+    "cosmos.b0_rule=silhouette",
     "cosmos.target_clusters=null",
 ]
 # variant -> (algorithm, per-algorithm overrides as `cosmosfl compare` takes them)

@@ -168,7 +168,7 @@ def test_sklearn_and_torch_clients_in_one_federation():
 def k_with_threshold(b0):
     clients, public_x, _ = small_federation()
     algo = Cosmos(
-        threshold=b0,
+        b0=b0,
         server_model="mlp",
         pretrain_epochs=1,
         local_epochs=1,
@@ -191,7 +191,7 @@ def test_silhouette_rule_finds_the_class_groups_without_k(clustering):
     clients, public_x, part = small_federation()
     algo = Cosmos(
         clustering=clustering,
-        threshold_rule="silhouette",
+        b0_rule="silhouette",
         server_model="mlp",
         pretrain_epochs=2,
         local_epochs=1,
@@ -236,8 +236,8 @@ def test_failed_client_is_excluded_not_fatal():
 
 
 def test_invalid_hyperparameters_are_clear():
-    with pytest.raises(ValueError, match="exactly one of threshold"):
-        Cosmos(threshold=0.5, target_clusters=5)
+    with pytest.raises(ValueError, match="exactly one of b0"):
+        Cosmos(b0=0.5, target_clusters=5)
     with pytest.raises(ValueError, match="aggregation"):
         Cosmos(aggregation="mode")
     with pytest.raises(ValueError, match="lam"):
@@ -382,7 +382,7 @@ def test_chance_corrected_distances_leave_byzantine_clients_without_honest_mates
     clients, public_x, _ = small_federation()
     algo = Cosmos(
         clustering="average-linkage",
-        threshold_rule="silhouette",
+        b0_rule="silhouette",
         distance="l1-chance",
         server_model="mlp",
         pretrain_epochs=10,

@@ -319,7 +319,7 @@ def test_bisect_always_reaches_at_most_k_clusters():
             b = threshold_for_clusters(d, k, "bisect")
             assert len(greedy_clustering(d, b)) <= k
             assert b >= threshold_for_clusters(d, k, "scan")
-    with pytest.raises(ValueError, match="threshold_search"):
+    with pytest.raises(ValueError, match="b0_search"):
         threshold_for_clusters(d, 1, "fast")
 
 

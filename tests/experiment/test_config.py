@@ -14,8 +14,8 @@ from cosmosfl.experiment.config import (
 def test_defaults_are_the_papers_but_the_clustering():
     cfg = config_from_dict({})
     alg = cfg.algorithm  # resolved: every setting present, defaults included
-    assert alg["name"] == "cosmos" and alg["threshold"] is None and alg["target_clusters"] is None
-    assert (alg["clustering"], alg["threshold_rule"]) == ("average-linkage", "silhouette")
+    assert alg["name"] == "cosmos" and alg["b0"] is None and alg["target_clusters"] is None
+    assert (alg["clustering"], alg["b0_rule"]) == ("average-linkage", "silhouette")
     assert (alg["lam"], alg["temperature"], alg["aggregation"], alg["distance"]) == (
         5.0,
         1.0,
@@ -44,7 +44,7 @@ def test_defaults_are_the_papers_but_the_clustering():
         ({"algorithm": {"name": "cosmos", "lambda": 1}}, r"algorithm\.lambda.*allowed"),
         ({"algorithm": {"name": "cosmos", "lam": "high"}}, "algorithm.lam = 'high'"),
         ({"algorithm": {"name": "cosmos", "aggregation": "mode"}}, "aggregation 'mode'"),
-        ({"algorithm": {"threshold": 0.5, "target_clusters": 3}}, "exactly one of threshold"),
+        ({"algorithm": {"b0": 0.5, "target_clusters": 3}}, "exactly one of b0"),
         ({"algorithm": {"server_model": "vgg17"}}, "server_model 'vgg17'.*allowed"),
         ({"data": {"dataset": "cifar11"}}, "data.dataset = 'cifar11'.*cifar10"),
         ({"algorithm": {"name": "local", "lam": 1.0}}, "for local"),
@@ -53,15 +53,15 @@ def test_defaults_are_the_papers_but_the_clustering():
         ({"threads": 0}, "threads"),
         ({"clients": {"consistency_target": "stop"}}, "allowed: live, detached"),
         ({"clients": {"neighbour_bn": "off"}}, "allowed: update, frozen"),
-        ({"algorithm": {"threshold_rule": "elbow"}}, "threshold_rule 'elbow'.*largest-gap"),
+        ({"algorithm": {"b0_rule": "elbow"}}, "b0_rule 'elbow'.*largest-gap"),
         (
-            {"algorithm": {"threshold_rule": "largest-gap", "target_clusters": 5}},
+            {"algorithm": {"b0_rule": "largest-gap", "target_clusters": 5}},
             "target_clusters=null",
         ),
         ({"algorithm": {"server_head_init": "xavier"}}, "server_head_init 'xavier'"),
         ({"algorithm": {"clustering": "kmeans"}}, "clustering 'kmeans'.*average-linkage"),
         (
-            {"algorithm": {"threshold_rule": "silhouette", "target_clusters": 5}},
+            {"algorithm": {"b0_rule": "silhouette", "target_clusters": 5}},
             "target_clusters=null",
         ),
     ],
@@ -92,8 +92,8 @@ def test_ints_accepted_for_floats_and_overrides_parse_yaml():
 
 
 def test_threshold_alone_makes_k_an_output():
-    alg = config_from_dict({"algorithm": {"threshold": 0.4}}).algorithm
-    assert alg["threshold"] == 0.4 and alg["target_clusters"] is None
+    alg = config_from_dict({"algorithm": {"b0": 0.4}}).algorithm
+    assert alg["b0"] == 0.4 and alg["target_clusters"] is None
 
 
 def test_load_config_errors(tmp_path):
@@ -159,10 +159,10 @@ def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_pat
 
 def test_the_papers_clustering_is_one_setting_away():
     alg = config_from_dict({"algorithm": {"clustering": "greedy"}}).algorithm
-    assert (alg["threshold_rule"], alg["target_clusters"], alg["threshold"]) == ("target", 5, None)
+    assert (alg["b0_rule"], alg["target_clusters"], alg["b0"]) == ("target", 5, None)
     # A K or B0 given with the default clustering cuts the dendrogram there.
     alg = config_from_dict({"algorithm": {"target_clusters": 3}}).algorithm
-    assert (alg["clustering"], alg["threshold_rule"], alg["target_clusters"]) == (
+    assert (alg["clustering"], alg["b0_rule"], alg["target_clusters"]) == (
         "average-linkage",
         "target",
         3,
@@ -186,7 +186,7 @@ def test_a_config_relying_on_a_changed_default_gets_a_notice_that_is_not_a_setti
 def test_configs_with_reported_figures_name_the_papers_clustering(repo_root, name):
     cfg = load_config(repo_root / "configs" / f"{name}.yaml")
     assert cfg.notices == []
-    assert (cfg.algorithm["clustering"], cfg.algorithm["threshold_rule"]) == ("greedy", "target")
+    assert (cfg.algorithm["clustering"], cfg.algorithm["b0_rule"]) == ("greedy", "target")
 
 
 @pytest.mark.parametrize(

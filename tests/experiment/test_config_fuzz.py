@@ -46,7 +46,7 @@ VALUES = st.recursive(
 DEFAULT = flatten(ExperimentConfig().to_dict())
 PATHS = st.one_of(
     st.sampled_from(sorted(DEFAULT)).map(lambda k: k.split(".")),
-    st.sampled_from(["algorithm.lam", "algorithm.name", "algorithm.threshold", "algorithm.x"]).map(
+    st.sampled_from(["algorithm.lam", "algorithm.name", "algorithm.b0", "algorithm.x"]).map(
         lambda k: k.split(".")
     ),
     st.lists(

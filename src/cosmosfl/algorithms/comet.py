@@ -11,7 +11,7 @@ Hyperparameters (source):
   groups in the COSMOS split, and the COSMOS paper's tuning goal). Capped at the number of
   clients that answered. k-means: scikit-learn, `n_init=10`, seeded per round (ours).
 - `pretrain_epochs` = 5, `local_epochs` = 5, `distill_epochs` = 5: our E0 / per-round
-  conventions, as COSMOS (PAPER_NOTES).
+  conventions, as COSMOS (docs/cosmos.md).
 - `aggregation` = "mean": COMET's cluster-wise average of soft labels; `trim_fraction` = 0.2
   only for `trimmed_mean` (as COSMOS). `temperature` = 1: T on the teacher, as COSMOS.
 - `lam` = 0: the weight of the consistency regulariser r_B in the distillation step (COSMOS's

@@ -1,20 +1,24 @@
-"""COSMOS's cluster membership: who belongs to which cluster, and how late joiners find one.
+"""COSMOS's cluster membership π: who belongs to which cluster, and how late joiners find one.
 
-Round 1 clusters the clients that answered (Algorithm 1 at threshold B0, or the alternatives
-of core/cluster_choice.py); with `recluster` every round does. A client that missed the
-clustering (offline, or its reply was refused) joins later by Algorithm 1's own criterion:
-the cluster of its nearest clustered client if that client is B0-close, else a new cluster
-with the other newcomers close to it. This module holds those steps; `Cosmos` (cosmos.py)
-runs the round around them and owns the server models they create.
+Round 1 clusters the clients that answered (paper, section 4, PTC step 2: Algorithm 1 at B0,
+or the alternatives of core/cluster_choice.py); with `recluster` every round does. A client
+that missed the clustering (offline, or its reply was refused) joins later by Algorithm 1's own
+criterion: the cluster of its nearest clustered client if that client is B0-close, else a new
+cluster with the other newcomers close to it (docs/cosmos.md, "Missing replies").
 
-The thresholds, for a reader meeting them here: `threshold` is B0 when the user fixes it;
-`threshold_used` is the B0 the last clustering used (fixed or chosen by `threshold_rule`,
-searched by `threshold_search`); `join_threshold` is how close a newcomer must be to join a
-cluster (B0 itself when fixed; with a searched B0, the end of the interval of thresholds that
-give the same clusters).
+`Membership` holds the clustering settings and π; `update` returns the assignment and which
+clusters are new (and which old cluster each new one inherits its model from). It never
+touches a model: `Cosmos` (cosmos.py) owns the server models h_k and builds them from that.
+
+The distances, by name (docs/cosmos.md, "The thresholds, by name"): `b0` is B0 fixed by the
+user; `b0_used` the B0 the last clustering used (fixed, or chosen by `rule`, searched by
+`search`); `join_distance` how close a newcomer must be to join a cluster (B0 itself when
+fixed; with a searched B0, the end of the interval of B0s giving the same clusters).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,92 +31,100 @@ from cosmosfl.core.clustering import (
     pairwise_distances,
 )
 from cosmosfl.core.seeds import derive_seed
-from cosmosfl.learners.base import Learner
 
 
-class ClusterMembership:
-    """The clustering steps of `Cosmos`, which it inherits; they read its settings
-    (`threshold`, `target_clusters`, `threshold_rule`, `threshold_search`, `clustering`,
-    `distance*`, `recluster`) and keep its state (`assignment` π, `cluster_models` h_k,
-    `threshold_used`, `join_threshold`, `_last_probs`)."""
+@dataclass(frozen=True)
+class MembershipUpdate:
+    """What one `Membership.update` decided, for the owner of the server models."""
 
-    threshold: float | None
-    target_clusters: int | None
-    threshold_rule: str
-    threshold_search: str
-    clustering: str
-    distance: str
-    distance_sample: int | None
-    distance_backend: str
-    recluster: bool
-    assignment: dict[int, int]
-    cluster_models: dict[int, Learner]
-    threshold_used: float | None
-    join_threshold: float | None
-    _last_probs: dict[int, np.ndarray]
+    assignment: dict[int, int]  # π after the update: client -> cluster
+    # True: a (re-)clustering, every cluster is new and the old ones are gone; False: the old
+    # clusters stay as they were and only `new_clusters` are added.
+    reclustered: bool
+    # Each new cluster -> the old cluster whose model it inherits (the one most of its members
+    # came from), or None for a fresh model. In cluster order.
+    new_clusters: dict[int, int | None]
 
-    def _new_server_model(self, fed: Federation, k: int) -> Learner:
-        raise NotImplementedError
 
-    def _update_membership(
+@dataclass
+class Membership:
+    """π for COSMOS: its clustering settings (Cosmos's, under the same names except `rule` =
+    `b0_rule` and `search` = `b0_search`) and its state."""
+
+    b0: float | None = None
+    target_clusters: int | None = None
+    rule: str = "target"  # resolved: never "auto"
+    search: str = "auto"
+    clustering: str = "greedy"
+    distance: str = "l1"
+    distance_sample: int | None = None
+    distance_backend: str = "auto"
+    recluster: bool = False
+
+    assignment: dict[int, int] = field(default_factory=dict)  # π
+    b0_used: float | None = None
+    join_distance: float | None = None
+    # While some client has never answered: each client's latest pseudo-labels, to place
+    # newcomers next to clustered clients absent in their round.
+    last_probs: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def num_clusters(self) -> int:
+        return len(set(self.assignment.values()))
+
+    def update(
         self, probs: dict[int, np.ndarray], fed: Federation, round_num: int
-    ) -> None:
-        """Cluster (round 1, or every round with `recluster`) or place this round's newcomers."""
-        seen = {**self._last_probs, **probs}
+    ) -> MembershipUpdate:
+        """Cluster (round 1, or every round with `recluster`) or place this round's newcomers
+        (clients with pseudo-labels in `probs` but no cluster yet)."""
+        seen = {**self.last_probs, **probs}
         if round_num == 1 or self.recluster or not self.assignment:
-            self._cluster(probs, fed)
+            change = self._cluster(probs, fed)
         elif set(probs) - set(self.assignment) and self._uninformative():
             # Round 1 had no more answers than target_clusters: every client is a
             # singleton and B0 says nothing yet, so cluster everyone seen so far.
-            self._cluster(seen, fed)
+            change = self._cluster(seen, fed)
         else:
-            self._place_newcomers(probs, fed)
+            change = self._place_newcomers(probs, fed)
         if self.recluster or set(self.assignment) >= set(fed.client_ids):
-            self._last_probs = {}  # every client placed: the clustering is final
+            self.last_probs = {}  # every client placed: the clustering is final
         else:
-            self._last_probs = seen
+            self.last_probs = seen
+        return change
 
-    def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
+    def _cluster(self, probs: dict[int, np.ndarray], fed: Federation) -> MembershipUpdate:
         ids = sorted(probs)
         d = self._distances([probs[c] for c in ids], fed)
         # How close a newcomer must be to join: Algorithm 1's B0 when the user fixed it; with a
         # searched B0 (the smallest for K, right at a within-group distance) the end of the
-        # interval of thresholds giving these clusters. Only needed while some client is
-        # missing from the clustering.
-        missing = (
-            self.threshold is None and not self.recluster and not set(ids) >= set(fed.client_ids)
-        )
+        # interval of B0s giving these clusters. Only needed while some client is missing
+        # from the clustering.
+        missing = self.b0 is None and not self.recluster and not set(ids) >= set(fed.client_ids)
         chosen = choose_clusters(
             d,
             self.clustering,
-            self.threshold_rule,
-            threshold=self.threshold,
+            self.rule,
+            threshold=self.b0,
             target=self.target_clusters,
-            search=self.threshold_search,
+            search=self.search,
             need_join=missing,
         )
         clusters, b0 = chosen.clusters, chosen.threshold
         pi = assignment_from_clusters(clusters, len(ids))
-        old_assignment, old_models = self.assignment, self.cluster_models
+        old_assignment = self.assignment
         self.assignment = {cid: int(pi[i]) for i, cid in enumerate(ids)}
-        self.threshold_used = b0
-        self.join_threshold = chosen.join if chosen.join is not None else b0
-        self.cluster_models = {}
+        self.b0_used = b0
+        self.join_distance = chosen.join if chosen.join is not None else b0
+        inherits: dict[int, int | None] = {}
         for k, members in iter_clusters(self.assignment):
-            self.cluster_models[k] = self._new_server_model(fed, k)
             # Re-clustering: a new cluster inherits the model most of its members came from.
             previous = [old_assignment[c] for c in members if c in old_assignment]
-            if previous:
-                source = max(sorted(set(previous)), key=previous.count)
-                self.cluster_models[k].set_state(
-                    inherit_state(
-                        old_models[source].get_state(), self.cluster_models[k].get_state()
-                    )
-                )
+            inherits[k] = max(sorted(set(previous)), key=previous.count) if previous else None
         fed.log(
             f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.clustering}, "
             f"{self.distance} distance)"
         )
+        return MembershipUpdate(dict(self.assignment), True, inherits)
 
     def _distances(self, labels: list[np.ndarray], fed: Federation) -> np.ndarray:
         """The clustering's distances between these pseudo-label matrices (same settings and
@@ -127,21 +139,21 @@ class ClusterMembership:
 
     def _uninformative(self) -> bool:
         """A searched clustering in which every client is alone (B0 = 0 or K = 1 client)."""
-        return self.threshold is None and len(self.cluster_models) >= len(self.assignment)
+        return self.b0 is None and self.num_clusters >= len(self.assignment)
 
-    def _place_newcomers(self, probs: dict[int, np.ndarray], fed: Federation) -> None:
+    def _place_newcomers(self, probs: dict[int, np.ndarray], fed: Federation) -> MembershipUpdate:
         """Clients answering for the first time (they missed the clustering) join by Algorithm
         1's own criterion: the cluster of their nearest clustered client if that client is
         B0-close (labels of this round, or the last ones it sent); newcomers close to nobody
         are clustered among themselves with the same B0 into new clusters. With average
-        linkage, "close" is the mean distance to a cluster's members. Existing clusters and
-        their models are left alone."""
+        linkage, "close" is the mean distance to a cluster's members. Existing clusters are
+        left alone."""
         newcomers = sorted(c for c in probs if c not in self.assignment)
         if not newcomers:
-            return
-        b0 = float(self.threshold_used)  # type: ignore[arg-type]
-        join = self.join_threshold if self.join_threshold is not None else b0
-        latest = {**self._last_probs, **probs}
+            return MembershipUpdate(dict(self.assignment), False, {})
+        b0 = float(self.b0_used)  # type: ignore[arg-type]
+        join = self.join_distance if self.join_distance is not None else b0
+        latest = {**self.last_probs, **probs}
         known = sorted(c for c in self.assignment if c in latest)
         ids = known + newcomers
         d = self._distances([latest[c] for c in ids], fed)
@@ -156,21 +168,21 @@ class ClusterMembership:
                     self.assignment[cid] = self.assignment[known[j]]
                 else:
                     lonely.append(i)
+        groups: list[list[int]] = []
         if lonely and self.clustering == "average-linkage":
             sub = d[np.ix_(lonely, lonely)]
             groups = linkage.cut_at(linkage.average_linkage(sub), len(lonely), b0)
-            self._new_clusters(fed, [[ids[lonely[m]] for m in g] for g in groups])
         elif lonely:
             sub = d[np.ix_(lonely, lonely)]
             # The same closeness as for joining: d <= B0 or d < join.
             below = sub[sub < join]
-            thr = max(b0, float(below.max())) if below.size else b0
-            groups = greedy_clustering(sub, thr)
-            self._new_clusters(fed, [[ids[lonely[m]] for m in g] for g in groups])
+            groups = greedy_clustering(sub, max(b0, float(below.max())) if below.size else b0)
+        new = self._new_clusters([[ids[lonely[m]] for m in g] for g in groups])
         fed.log(
             f"clustering: {len(newcomers)} newcomer(s) placed, {len(lonely)} in new clusters "
-            f"(K={len(self.cluster_models)})"
+            f"(K={self.num_clusters})"
         )
+        return MembershipUpdate(dict(self.assignment), False, dict.fromkeys(new))
 
     def _join_by_mean(
         self, d: np.ndarray, known: list[int], newcomers: list[int], b0: float, join: float
@@ -190,12 +202,13 @@ class ClusterMembership:
                 lonely.append(i)
         return lonely
 
-    def _new_clusters(self, fed: Federation, groups: list[list[int]]) -> None:
-        next_k = max(self.cluster_models, default=-1) + 1
+    def _new_clusters(self, groups: list[list[int]]) -> list[int]:
+        """Give each group a new cluster number after the existing ones; returns them."""
+        next_k = max(self.assignment.values(), default=-1) + 1
         for n, group in enumerate(groups):
             for cid in group:
                 self.assignment[cid] = next_k + n
-            self.cluster_models[next_k + n] = self._new_server_model(fed, next_k + n)
+        return [next_k + n for n in range(len(groups))]
 
 
 def inherit_state(source: object, own: object) -> object:
@@ -206,4 +219,4 @@ def inherit_state(source: object, own: object) -> object:
     return source
 
 
-__all__ = ["ClusterMembership", "inherit_state"]
+__all__ = ["Membership", "MembershipUpdate", "inherit_state"]

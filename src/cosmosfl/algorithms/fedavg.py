@@ -14,7 +14,7 @@ Hyperparameters (source):
 - `pretrain_epochs` = 5: local epochs in round 1 (our E0 convention, as COSMOS and `local`, so
   every algorithm gets the same number of local epochs on the same schedule);
 - `local_epochs` = 5: E, local epochs in later rounds (the paper's E ∈ {1, 5, 20}; 5 is also
-  our convention, PAPER_NOTES);
+  our convention, docs/cosmos.md);
 - client fraction C = 1 (all clients every round, as every algorithm here); the batch size and
   optimiser are the client learner's (Adam 1e-3, batch 32; the paper uses plain SGD).
 

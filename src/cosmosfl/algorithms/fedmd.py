@@ -12,7 +12,7 @@ Hyperparameters (source):
 - `distill_epochs` = 5: the digest epochs on U (our convention; the paper tunes per dataset).
 - `local_epochs` = 5: the revisit epochs on private data (our convention, as COSMOS).
 - `aggregation` = "mean", `temperature` = 1: the paper averages the clients' scores (sec. 2);
-  T acts on the consensus as in COSMOS (PAPER_NOTES).
+  T acts on the consensus as in COSMOS (docs/cosmos.md).
 - `trim_fraction` = 0.2: only for `aggregation: trimmed_mean` (same meaning as in COSMOS).
 - `lam` = 0: FedMD has no consistency regulariser r_B (our naming, shared with COSMOS).
 """

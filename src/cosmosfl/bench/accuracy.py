@@ -12,8 +12,9 @@ import numpy as np
 from cosmosfl.bench.common import Report, interleaved, median
 from cosmosfl.bench.configs import cifar_config
 
-# The paper's CIFAR-10 choices (PAPER_NOTES): AlexNet / ResNet18 / MobileNetV2 / SqueezeNet at
-# full size on clients, VGG16 server, 5 epochs everywhere, lr 1e-4 on pseudo-labels.
+# The paper's CIFAR-10 choices (section 6; docs/cosmos.md): AlexNet / ResNet18 / MobileNetV2 /
+# SqueezeNet at full size on clients, VGG16 server, 5 epochs everywhere, lr 1e-4 on
+# pseudo-labels.
 PAPER = [
     "clients.models={alexnet: 0.25, resnet18: 0.25, mobilenetv2: 0.25, squeezenet: 0.25}",
     "clients.width=1.0",

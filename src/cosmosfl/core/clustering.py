@@ -132,8 +132,7 @@ def threshold_for_clusters(distances: np.ndarray, k: int, search: str = "scan") 
     """
     if search not in THRESHOLD_SEARCHES:
         raise ValueError(
-            f"threshold_search {search!r} is not supported; "
-            f"allowed: {', '.join(THRESHOLD_SEARCHES)}"
+            f"b0_search {search!r} is not supported; allowed: {', '.join(THRESHOLD_SEARCHES)}"
         )
     d = _check_distances(distances)
     n = d.shape[0]
@@ -212,7 +211,7 @@ def widest_interval_threshold(distances: np.ndarray, max_clients: int = 400) -> 
     n = d.shape[0]
     if n > max_clients:
         raise ValueError(
-            f"threshold_rule 'widest-interval' tries every pairwise distance; {n} clients is "
+            f"b0_rule 'widest-interval' tries every pairwise distance; {n} clients is "
             f"more than {max_clients}: use 'largest-gap' or 'target' for this many clients"
         )
     candidates = np.unique(np.concatenate([[0.0], _upper(d)]))

@@ -193,9 +193,9 @@ def silhouette_threshold(distances: np.ndarray, candidates: np.ndarray, partitio
     n = d.shape[0]
     if n > SILHOUETTE_GREEDY_MAX_CLIENTS:
         raise ValueError(
-            f"threshold_rule 'silhouette' with Algorithm 1 tries every pairwise distance; {n} "
+            f"b0_rule 'silhouette' with Algorithm 1 tries every pairwise distance; {n} "
             f"clients is more than {SILHOUETTE_GREEDY_MAX_CLIENTS}: use clustering: "
-            "average-linkage (one dendrogram) or threshold_rule 'target' for this many clients"
+            "average-linkage (one dendrogram) or b0_rule 'target' for this many clients"
         )
     best_b, best = float(candidates[0]) if len(candidates) else 0.0, -np.inf
     for b in candidates:

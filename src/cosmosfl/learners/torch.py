@@ -56,7 +56,8 @@ SMALL_CHANNELS_LAST_BATCH = 8
 
 
 class TorchLearner(ModelParameters, Learner):
-    """Trains a PyTorch classifier with the paper's recipe (PAPER_NOTES defaults).
+    """Trains a PyTorch classifier with the paper's recipe (docs/cosmos.md, "Choices where the
+    paper is silent").
 
     A fresh Adam optimizer per call (lr 1e-3 on true labels, 1e-4 on pseudo-labels), no weight
     decay, gradient-norm clipping on distillation steps, data reshuffled every epoch, inference

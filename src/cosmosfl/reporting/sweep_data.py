@@ -23,7 +23,8 @@ SETTING_NAMES = {
     "public_fraction": "size of U (fraction of the training data)",
     "lam": "λ, weight of the consistency regulariser r_B",
     "temperature": "temperature T",
-    "threshold": "threshold B0 (mean ℓ1 distance)",
+    "b0": "B0 (mean ℓ1 distance)",
+    "threshold": "B0 (mean ℓ1 distance)",  # the deprecated name of b0
     "target_clusters": "target number of clusters",
     "aggregation": "teacher aggregation rule",
     "alpha": "Dirichlet α",
@@ -37,7 +38,8 @@ SETTING_NAMES = {
     "mix_fraction": "share of each client's data pooled and dealt back to all",
     "consistency_target": "r_B's clean prediction (live or detached)",
     "neighbour_bn": "BatchNorm statistics in r_B's neighbour pass",
-    "threshold_rule": "rule choosing B0",
+    "b0_rule": "rule choosing B0",
+    "threshold_rule": "rule choosing B0",  # the deprecated name of b0_rule
     "server_head_init": "initialisation of h_k's last layer",
     "train_augmentation": "crop + flip of private training batches",
     "server_epochs": "server distillation epochs per round",
