@@ -64,7 +64,7 @@ from cosmosfl.testing._support import (
     _factory,
     _Failed,
     _global_rng_restored,
-    _Skipped,
+    run_check,
 )
 
 __all__ = [
@@ -164,20 +164,16 @@ def check_learner(
         data = _data(x, y, first.num_classes, input_shape, seed)
         for check, needs in _PLAN:
             what = check.__name__[7:]
-            failed = [need for need in needs if need in failures or need in blocked]
-            if failed:
-                blocked[what] = f"not run: it needs {', '.join(failed)}, which did not pass"
-                continue
-            try:
-                check(make, data, seed=seed, epochs=epochs, distill_epochs=distill_epochs)
-            except _Skipped as why:
-                report.skipped[what] = str(why)
-            except _Failed as err:
-                failures[what] = str(err)
-            except Exception as err:  # a crash inside a check is a failure of that check
-                failures[what] = f"raised {type(err).__name__}: {err}"
-            else:
-                report.passed.append(what)
+            run_check(
+                what,
+                lambda check=check: check(
+                    make, data, seed=seed, epochs=epochs, distill_epochs=distill_epochs
+                ),
+                needs,
+                failures,
+                blocked,
+                report,
+            )
         report.skipped.update(blocked)
     if failures:
         raise LearnerCheckError(name, failures, blocked)

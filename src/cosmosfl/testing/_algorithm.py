@@ -42,6 +42,7 @@ from cosmosfl.testing._support import (
     _Failed,
     _global_rng_restored,
     _Skipped,
+    run_check,
 )
 
 ALGORITHM_CHECKS: tuple[str, ...] = (
@@ -150,20 +151,14 @@ def check_algorithm(
         for check in ALGORITHM_CHECKS:
             if check not in chosen:
                 continue
-            failed = [n for n in _NEEDS.get(check, ()) if n in failures or n in blocked]
-            if failed:
-                blocked[check] = f"not run: it needs {', '.join(failed)}, which did not pass"
-                continue
-            try:
-                _CHECKS[check](context)
-            except _Skipped as why:
-                report.skipped[check] = str(why)
-            except _Failed as err:
-                failures[check] = str(err)
-            except Exception as err:  # a crash inside a check is a failure of that check
-                failures[check] = f"raised {type(err).__name__}: {err}"
-            else:
-                report.passed.append(check)
+            run_check(
+                check,
+                lambda check=check: _CHECKS[check](context),
+                _NEEDS.get(check, ()),
+                failures,
+                blocked,
+                report,
+            )
     report.skipped.update(blocked)
     if failures:
         raise AlgorithmCheckError(name, failures, blocked)

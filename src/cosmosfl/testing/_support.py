@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,33 @@ class _Failed(Exception):
 
 class _Skipped(Exception):
     pass
+
+
+def run_check(
+    name: str,
+    call: Callable[[], object],
+    needs: Iterable[str],
+    failures: dict[str, str],
+    blocked: dict[str, str],
+    report: Any,
+) -> None:
+    """Run one check of a suite into `report` (its `passed` and `skipped`), `failures` or
+    `blocked` (not run: a check it needs did not pass). A crash inside a check is a failure of
+    that check, not of the suite."""
+    failed = [need for need in needs if need in failures or need in blocked]
+    if failed:
+        blocked[name] = f"not run: it needs {', '.join(failed)}, which did not pass"
+        return
+    try:
+        call()
+    except _Skipped as why:
+        report.skipped[name] = str(why)
+    except _Failed as err:
+        failures[name] = str(err)
+    except Exception as err:
+        failures[name] = f"raised {type(err).__name__}: {err}"
+    else:
+        report.passed.append(name)
 
 
 @dataclass
