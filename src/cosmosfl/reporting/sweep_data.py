@@ -46,14 +46,6 @@ SETTING_NAMES = {
     "client_weights": "client weights w_i(x)",
     "client_targets": "what clients distill from",
 }
-# Summary settings shown in the title, and the grid keys that vary them.
-TITLE_SETTINGS = {
-    "dataset": "data.dataset",
-    "partition": "data.partition",
-    "alpha": "data.alpha",
-    "num_clients": "data.num_clients",
-    "rounds": "rounds",
-}
 
 
 @dataclass
