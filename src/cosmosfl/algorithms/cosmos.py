@@ -35,6 +35,7 @@ from cosmosfl.algorithms.base import (
     train_local_with_pretraining,
 )
 from cosmosfl.algorithms.cosmos_membership import Membership, inherit_state
+from cosmosfl.algorithms.cosmos_server import ServerFit, holdout_rows, train_server_model
 from cosmosfl.algorithms.cosmos_settings import CLIENT_TARGETS, CosmosSettings, PublicProbe
 from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.core.aggregation import aggregate, apply_temperature
@@ -52,6 +53,15 @@ class ServerStep(NamedTuple):
     h_test: Any  # h_π(i) on each client's test split (possibly deferred by the engine)
 
 
+class _ReportedModel:
+    """`Cosmos.reported_model`: h_π(i) ("cluster_model") for the paper's recipe, what each
+    client deploys ("deployed") for the validated one; on the class, the default recipe's."""
+
+    def __get__(self, obj: Cosmos | None, owner: type) -> str:
+        recipe = obj.recipe if obj is not None else "validated"
+        return "cluster_model" if recipe == "paper" else "deployed"
+
+
 @dataclass
 class Cosmos(CosmosSettings, Algorithm):
     """COSMOS with the paper's defaults (docs/cosmos.md), except the server model size and
@@ -65,8 +75,7 @@ class Cosmos(CosmosSettings, Algorithm):
 
     name: ClassVar[str] = "cosmos"
     display_name: ClassVar[str] = "COSMOS"
-    reported_model: ClassVar[str] = "cluster_model"
-
+    reported_model: ClassVar[str] = _ReportedModel()  # type: ignore[assignment]
     # -- server state ------------------------------------------------------------------------
     cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)  # h_k
     # Clients that have finished local training once (they get E0 epochs until they have).
@@ -145,6 +154,8 @@ class Cosmos(CosmosSettings, Algorithm):
         evaluated ("client_model")."""
         with fed.phase("client_distillation"):
             # One request per cluster, shared by its members: its targets are encoded once.
+            gate = self.client_gate_used
+            both = gate and self.gate_teachers == "both"
             requests = {
                 k: Distill(
                     np.asarray(t, dtype=np.float32),
@@ -152,14 +163,43 @@ class Cosmos(CosmosSettings, Algorithm):
                     lam=self.lam,
                     client_weights=self.client_weights,
                     codec=self.codec,
+                    gate=gate,
+                    gate_margin=self.gate_margin if gate else 0.0,
+                    alternative=(
+                        np.asarray(server.teachers[k], dtype=np.float32)
+                        if both and k in server.teachers
+                        else None
+                    ),
                 )
                 for k, t in self._distillation_targets(server).items()
             }
             distilled = fed.send({cid: requests[k] for cid, k in self.assignment.items()})
             # KL and r_B of each client's distillation (first and last epoch): does f_i fit h_k?
+            # With the gate, also whether the client kept the step (handlers/gate.py).
             record.add_info("client_distill", reply_metrics(distilled))
         with fed.phase("evaluation"):
-            record.add_metrics("client_model", evaluate_clients(fed))  # f_i^(t,2)
+            own = evaluate_clients(fed)
+            record.add_metrics("client_model", own)  # f_i^(t,2)
+            self._deploy(fed, record, server, own)
+
+    def _deploy(self, fed: Federation, record: RoundRecord, server: ServerStep, own: Any) -> None:
+        """What each client deploys (evaluation point "deployed", the reported model of the
+        validated recipe): its own model after the gated step 5, built from nothing but the
+        soft labels the protocol sends; the record says which teacher each client kept."""
+        if self.recipe == "paper":
+            return
+        record.add_metrics("deployed", own)
+        record.add_info(
+            "server_fidelity",
+            {
+                k: {
+                    name: v
+                    for name, v in server.losses[k].items()
+                    if name.startswith("fidelity_") or name in ("epochs", "best_epoch")
+                }
+                for k in sorted(server.losses)
+            },
+        )
 
     def _summarise(self, record: RoundRecord, server: ServerStep) -> None:
         """The round's clusters and server-side losses, for the record."""
@@ -308,6 +348,23 @@ class Cosmos(CosmosSettings, Algorithm):
             derive_seed(fed.seed, "cosmos-server", k),
         )
 
+    def _server_fit(self, fed: Federation) -> ServerFit:
+        """How this round's h_k are trained (cosmos_server.py): the recipe's server training,
+        on the same held-out rows of U every round."""
+        mode = self.server_training_used
+        fidelity = mode == "fidelity"
+        return ServerFit(
+            mode=mode,
+            epochs=self.server_epochs,
+            lam=self.lam,
+            holdout=(
+                holdout_rows(len(fed.public_x), self.server_holdout, fed.seed) if fidelity else None
+            ),
+            max_epochs=self.server_max_epochs,
+            patience=self.server_patience,
+            lr=self.server_lr_used if fidelity or self.server_lr is not None else None,
+        )
+
     def _train_cluster_models(
         self, fed: Federation, probs: dict[int, np.ndarray]
     ) -> tuple[dict[int, np.ndarray], dict[int, dict[str, float]], dict[int, np.ndarray]]:
@@ -325,12 +382,11 @@ class Cosmos(CosmosSettings, Algorithm):
                 aggregate(answered, self.aggregation, trim_fraction=self.trim_fraction),
                 self.temperature,
             )
-        jobs = [
-            (self.cluster_models[k], t, self.server_epochs, self.lam) for k, t in teachers.items()
-        ]
+        fit = self._server_fit(fed)
+        jobs = [(self.cluster_models[k], t, fit) for k, t in teachers.items()]
         losses, trained_public = {}, {}
         for k, (model, stats, h_u) in zip(
-            teachers, map_public(fed, _distill_cluster_model, jobs), strict=True
+            teachers, map_public(fed, train_server_model, jobs), strict=True
         ):
             self.cluster_models[k] = model  # the trained h_k (a copy when it came from a worker)
             losses[k] = stats
@@ -340,16 +396,6 @@ class Cosmos(CosmosSettings, Algorithm):
             for k, h in self.cluster_models.items()
         }
         return teachers, losses, h_public
-
-
-def _distill_cluster_model(
-    public_x: np.ndarray, job: tuple[Learner, np.ndarray, int, float]
-) -> tuple[Learner, dict[str, float], np.ndarray]:
-    """Step (3) for one cluster: h_k trained on U towards its teacher f̄_k (KL + λ·r_B);
-    returns h_k, its losses and h_k(U). Module-level: it may run in a worker process."""
-    model, teacher, epochs, lam = job
-    stats = model.distill(public_x, teacher, epochs=epochs, lam=lam)
-    return model, {name: float(v) for name, v in stats.items()}, model.predict_proba(public_x)
 
 
 # Deprecated names (renamed in 0.3), read-only: three settings and two pieces of state.

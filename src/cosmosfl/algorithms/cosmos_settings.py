@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from cosmosfl.algorithms.base import ServerLearnerFactory
+from cosmosfl.algorithms.cosmos_server import SERVER_TRAININGS
 from cosmosfl.algorithms.hyperparameters import CONSISTENCY_WEIGHT, EPOCHS, TEACHER, EpochSchedule
 from cosmosfl.core import codecs, l1_kernel, protocol
 from cosmosfl.core.cluster_choice import CLUSTERINGS
@@ -23,12 +24,19 @@ from cosmosfl.core.clustering import (
     THRESHOLD_RULES,
     THRESHOLD_SEARCHES,
 )
-from cosmosfl.core.constraints import Interval, Options
+from cosmosfl.core.constraints import Custom, Interval, Options
 from cosmosfl.models.init import HEAD_INITS
 from cosmosfl.models.registry import model_names
 
 PublicProbe = Callable[[list[int], np.ndarray, np.ndarray, list[np.ndarray]], dict[str, float]]
 CLIENT_TARGETS = ("cluster_model", "teacher")
+# "validated" (the default since 0.4): h_k trained by held-out fidelity to f̄_k, clients keep a
+# distillation step only when it does not hurt on their validation slice, and the reported
+# model is what each client deploys. "paper": section 4 as written (fixed server epochs, every
+# step accepted, h_π(i) reported). docs/cosmos.md, "What a site gets".
+RECIPES = ("validated", "paper")
+# The candidate teachers a gated client may choose between: h_k(U) alone, or h_k(U) and f̄_k(U).
+GATE_TEACHERS = ("cluster_model", "both")
 
 
 @dataclass
@@ -39,6 +47,13 @@ class CosmosSettings(EpochSchedule):
     # Defaults that changed, with what a config that does not set them gets told (show-config
     # and every run's header), so a run that relied on the old default does not change silently.
     changed_defaults: ClassVar[dict[str, str]] = {
+        "recipe": (
+            "COSMOS's default recipe is 'validated' since cosmosfl 0.4: server models trained "
+            "until their held-out fidelity to the cluster teacher stops improving, clients "
+            "keep a distillation step only when it does not hurt on their validation slice, "
+            "and the reported model is what each client deploys; set algorithm.recipe: paper "
+            "for the paper's protocol (docs/cosmos.md, 'What a site gets')"
+        ),
         "clustering": (
             "COSMOS's default clustering is average-linkage with K chosen by the silhouette "
             "since cosmosfl 0.3 (was greedy, the paper's Algorithm 1, with B0 for "
@@ -63,12 +78,25 @@ class CosmosSettings(EpochSchedule):
         "client_weights": Options(protocol.CLIENT_WEIGHTS),
         "server_width": Interval(float, 0, closed="neither"),
         "server_batch_size": Interval(int, 1),
-        "server_lr": Interval(float, 0, closed="neither"),
+        "server_lr": Interval(float, 0, closed="neither", none="by recipe"),
         "server_head_init": Options(HEAD_INITS),
         "distance_sample": Interval(int, 1, none="exact, all of U"),
         "distance_backend": Options(DISTANCE_BACKENDS),
         "b0_search": Options(THRESHOLD_SEARCHES),
         "client_targets": Options(CLIENT_TARGETS),
+        "recipe": Options(RECIPES),
+        "server_training": Custom(
+            lambda v: v is None or v in SERVER_TRAININGS,
+            f"use one of {', '.join(SERVER_TRAININGS)}, or null (the recipe's)",
+        ),
+        "server_holdout": Interval(float, 0, 1, closed="neither", noun="a fraction"),
+        "server_max_epochs": Interval(int, 1),
+        "server_patience": Interval(int, 0),
+        "client_gate": Custom(
+            lambda v: v is None or isinstance(v, bool), "use true, false, or null (the recipe's)"
+        ),
+        "gate_margin": Interval(float, 0, 1, noun="a fraction"),
+        "gate_teachers": Options(GATE_TEACHERS),
     }
 
     # -- paper (Section 4) ------------------------------------------------------------------
@@ -91,11 +119,29 @@ class CosmosSettings(EpochSchedule):
     server_model: str = "auto"
     server_width: float = 1.0
     server_batch_size: int = 32
-    server_lr: float = 1e-4
+    # Adam's rate for h_k; null: the recipe's (paper 1e-4; validated: 1e-3 to start, cut by
+    # held-out fidelity, so one default fits feature vectors and images alike).
+    server_lr: float | None = None
     # Initial weights of h_k's last layer: "kaiming" (the paper's init everywhere, which makes
     # new server models start with large logits) or "default" (PyTorch's Linear init,
     # U(±1/sqrt(fan_in)), zero bias: near-uniform initial predictions).
     server_head_init: str = "kaiming"
+
+    # -- what a site gets (docs/cosmos.md, "What a site gets"; not the paper's method) --------
+    recipe: str = "validated"
+    # How h_k is trained: "fidelity" (until its KL to f̄_k on a held-out `server_holdout` of U
+    # stops improving: at most `server_max_epochs`, `server_patience` learning-rate cuts) or
+    # "fixed" (`server_epochs` at server_lr, the paper's). null: the recipe's.
+    server_training: str | None = None
+    server_holdout: float = 0.2
+    server_max_epochs: int = 100
+    server_patience: int = 2
+    # Clients keep a distillation step only when their validation accuracy does not fall by
+    # more than `gate_margin` (handlers/gate.py); needs data.validation_fraction > 0. null: the
+    # recipe's. `gate_teachers: both` lets each client also try f̄_k(U) (twice the downlink).
+    client_gate: bool | None = None
+    gate_margin: float = 0.0
+    gate_teachers: str = "cluster_model"
 
     # -- extension (not the paper's method) --------------------------------------------------
     # How clients are clustered at B0: "average-linkage" (the default since 0.3: a
@@ -145,6 +191,27 @@ class CosmosSettings(EpochSchedule):
     threshold: InitVar[float | None] = None
     threshold_rule: InitVar[str | None] = None
     threshold_search: InitVar[str | None] = None
+
+    @property
+    def server_training_used(self) -> str:
+        """`server_training`, or the recipe's."""
+        if self.server_training is not None:
+            return self.server_training
+        return "fixed" if self.recipe == "paper" else "fidelity"
+
+    @property
+    def client_gate_used(self) -> bool:
+        """`client_gate`, or the recipe's."""
+        if self.client_gate is not None:
+            return self.client_gate
+        return self.recipe != "paper"
+
+    @property
+    def server_lr_used(self) -> float:
+        """`server_lr`, or the recipe's starting rate."""
+        if self.server_lr is not None:
+            return self.server_lr
+        return 1e-4 if self.server_training_used == "fixed" else 1e-3
 
     def __post_init__(
         self, threshold: float | None, threshold_rule: str | None, threshold_search: str | None

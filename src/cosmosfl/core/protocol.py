@@ -153,6 +153,7 @@ REQUEST_SPECS: dict[str, dict[str, ArraySpec]] = {
     DISTILL: {
         "targets": PROBS,
         "weights": ArraySpec(("n",), kind="weights"),
+        "alternative": PROBS,  # a second candidate teacher for the client's gate
     },
 }
 

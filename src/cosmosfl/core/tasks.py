@@ -171,13 +171,22 @@ class Distill(Request):
     lam: float = always_sent(0.0)
     client_weights: str | None = None
     codec: str = not_sent("float32")
+    # The client's gate (handlers/gate.py): keep the step only if it does not lower accuracy
+    # on the client's validation slice by more than `gate_margin`; `alternative` is a second
+    # candidate teacher the gate may choose instead of `targets` (e.g. f̄_k beside h_k(U)).
+    gate: bool = False
+    gate_margin: float = 0.0
+    alternative: np.ndarray | None = None
 
     @functools.cached_property
     def arrays(self) -> dict[str, np.ndarray]:  # type: ignore[override]
         # Cached: one request shared by a cluster's members is encoded once, not per message.
         if self.codec == "float32":  # the reference: the targets as they are
             return super().arrays
-        out = codecs.encode_probs(self.targets, codecs.check_codec(self.codec), "targets")
+        codec = codecs.check_codec(self.codec)
+        out = codecs.encode_probs(self.targets, codec, "targets")
+        if self.alternative is not None:
+            out.update(codecs.encode_probs(self.alternative, codec, "alternative"))
         return out if self.weights is None else {**out, "weights": self.weights}
 
     @classmethod

@@ -104,9 +104,9 @@ class DataConfig:
     max_train: int | None = None  # stratified training subset before partitioning (None = all)
     max_test: int | None = None  # stratified test subset (None = all)
     # Share of each client's private training data held out as its validation slice (for every
-    # algorithm alike, so runs stay paired); only model selection reads it (COSMOS's
-    # select_on_validation), never training. 0 = none.
-    validation_fraction: float = 0.0
+    # algorithm alike, so runs stay paired); never trained on, only read to decide (COSMOS's
+    # client gate and select_on_validation). 0 = none. 0.1 since 0.4 (was 0).
+    validation_fraction: float = 0.1
 
 
 _LEARNER_SETTINGS = ("batch_size", "lr", "distill_lr", "precision", "consistency_target")

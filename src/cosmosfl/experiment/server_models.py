@@ -21,7 +21,7 @@ def torch_server_learner(
     *,
     width: float = 1.0,
     batch_size: int = 32,
-    distill_lr: float = 1e-4,
+    distill_lr: float | None = 1e-4,
     augmentation: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
     device: str = "cpu",
     head_init: str = "kaiming",
@@ -45,7 +45,7 @@ def torch_server_learner(
             net,
             num_classes=num_classes,
             batch_size=batch_size,
-            distill_lr=distill_lr,
+            distill_lr=1e-4 if distill_lr is None else distill_lr,  # None: the paper's
             augmentation=augmentation,
             device=device,
             seed=seed,
@@ -67,7 +67,7 @@ def provide_server_learner(algorithm: object, device: str) -> None:
         algorithm.server_model,
         width=getattr(algorithm, "server_width", 1.0),
         batch_size=getattr(algorithm, "server_batch_size", 32),
-        distill_lr=getattr(algorithm, "server_lr", 1e-4),
+        distill_lr=getattr(algorithm, "server_lr", None),
         device=device,
         head_init=getattr(algorithm, "server_head_init", "kaiming"),
     )

@@ -21,6 +21,7 @@ from cosmosfl.core.tasks import (
     TrainLocal,
 )
 from cosmosfl.handlers.base import ClientHandlers
+from cosmosfl.handlers.gate import gated_distill
 
 if TYPE_CHECKING:
     from cosmosfl.handlers.participant import Participant
@@ -69,11 +70,19 @@ def distill(client: Participant, request: Distill) -> MetricsReply:
     if mode == "label-prior":
         prior = label_prior_weights(client.train[1], request.targets, client.num_classes)
         weights = prior if weights is None else weights * prior
-    return MetricsReply(
-        client.learner.distill(
-            client.public(), request.targets, weights, epochs=request.epochs, lam=request.lam
+    public = client.public()
+
+    def distil(targets: np.ndarray) -> dict[str, float]:
+        return client.learner.distill(
+            public, targets, weights, epochs=request.epochs, lam=request.lam
         )
-    )
+
+    if not request.gate:
+        return MetricsReply(distil(request.targets))
+    candidates = [request.targets]
+    if request.alternative is not None:
+        candidates.append(request.alternative)
+    return MetricsReply(gated_distill(client, candidates, distil, request.gate_margin))
 
 
 @HANDLERS.handles(Evaluate)

@@ -90,8 +90,8 @@ def table_notes(sweep: Sweep, key: str) -> list[str]:
         "Final round: per seed, the mean over clients of each client's accuracy on its own test "
         "split in the last round; then mean ± SEM over seeds (SEM = sample standard deviation "
         "(ddof = 1) / √n; 0 with one seed).",
-        "Reported model: COSMOS's cluster model h_π(i), with its client model after local "
-        "training f_i^(t,1) and its distilled client model f_i^(t,2) in their own rows; for the "
+        "Reported model: COSMOS's deployed model (recipe validated) or its cluster model "
+        "h_π(i) (recipe paper), with its other evaluation points in their own rows; for the "
         "others the model each deploys.",
         "K: clusters found in the last round, per seed (one number when all seeds agree, else "
         "mean (min–max)); ARI: adjusted Rand index of the clusters against the true class "

@@ -22,6 +22,7 @@ from cosmosfl.reporting.client_gains import (
     gains_markdown,
     gains_summary,
 )
+from cosmosfl.reporting.decisions import DECISIONS_MD, decision_rows, decisions_markdown
 from cosmosfl.reporting.plots import plot_client_gains, plot_clusters, plot_curves
 
 # Loading runs, computing their numbers and rendering the tables live in runset.py, stats.py
@@ -95,6 +96,9 @@ def write_report(root: str | Path) -> Report:
     gains = client_gains(runset, rows)
     if gains.rows:
         texts[GAINS_MD] = gains_markdown(gains, title_line(runset))
+    decisions = decision_rows(runset)
+    if decisions:
+        texts[DECISIONS_MD] = decisions_markdown(decisions, title_line(runset))
     for name, text in texts.items():
         write_atomic(runset.root / name, text)
     files = [runset.root / name for name in texts]

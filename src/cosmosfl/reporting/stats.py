@@ -15,6 +15,8 @@ from cosmosfl.reporting.runset import PROPOSED, Run, RunSet, role
 # Evaluated models: (plain text, LaTeX / matplotlib mathtext).
 MODEL_LABELS = {
     "cluster_model": ("cluster model h_π(i)", r"cluster model $h_{\pi(i)}$"),
+    # COSMOS's validated recipe: what each client deploys (its own model after the gate).
+    "deployed": ("deployed model (validated)", r"deployed model (validated)"),
     "client_model": ("client model f_i", r"client model $f_i$"),
     "local": ("client model after local training f_i^(t,1)", r"local model $f_i^{(t,1)}$"),
     # Parameter-sharing baselines: the shared model, or each client's personalised model.
@@ -125,6 +127,7 @@ def accuracy_rows(runset: RunSet) -> list[Row]:
         # COSMOS's other evaluation points, in protocol order: f_i^(t,1) (after local
         # fine-tuning, where the collaboration may show in the client's own model) and f_i^(t,2).
         points = (
+            ("cluster_model", MODEL_LABELS["cluster_model"]),  # when "deployed" is reported
             ("local", COSMOS_LOCAL_LABEL),
             ("client_model", COSMOS_CLIENT_LABEL),
             ("selected", COSMOS_SELECTED_LABEL),  # with select_on_validation only

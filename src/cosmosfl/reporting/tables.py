@@ -79,10 +79,10 @@ def table_notes(runset: RunSet, rows: list[Row]) -> list[str]:
         "Final round: per seed, the mean over clients of each client's accuracy on its own test "
         "split in the last round; then mean ± SEM over seeds (SEM = sample standard deviation "
         "(ddof = 1) / √n; 0 with one seed).",
-        "Reported model: COSMOS's cluster model h_π(i) (the paper's protocol), with its client "
-        "model after local training f_i^(t,1) and its distilled client model f_i^(t,2) in the "
-        "rows below; for the others the model each deploys, as named in the column "
-        "(docs/baselines.md).",
+        "Reported model: COSMOS's deployed model (recipe validated, the default: each "
+        "client's own model after its validation gate) or its cluster model h_π(i) (recipe "
+        "paper, the paper's protocol), with its other evaluation points in the rows below; for "
+        "the others the model each deploys, as named in the column (docs/baselines.md).",
         DAGGER_RULE + (f" {direction}" if direction else ""),
         "Best round: the round with the highest seed-mean accuracy; context only, not the result.",
         "References, not federated methods: local (no communication) and centralized (one model "

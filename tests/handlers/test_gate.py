@@ -1,0 +1,95 @@
+"""The client's gate on distillation (handlers/gate.py): a step that hurts on the client's
+validation slice is undone exactly; one that helps is kept; the decision is in the reply."""
+
+import numpy as np
+import torch
+from torch import nn
+
+from cosmosfl import Client, TorchLearner
+from cosmosfl.core.tasks import Distill
+from cosmosfl.handlers.gate import MIN_GATE_ROWS, helps
+
+
+def _blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Three well-separated classes in 4-d: easy to learn, easy to unlearn."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    centres = np.eye(3, 4) * 4.0
+    return (centres[y] + rng.normal(0, 0.5, (n, 4))).astype(np.float32), y.astype(np.int64)
+
+
+def _client(trained: bool, validation_rows: int = 60) -> Client:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+    learner = TorchLearner(net, num_classes=3, lr=1e-2, distill_lr=1e-2, seed=0)
+    train, val, test = _blobs(150, 1), _blobs(validation_rows, 2), _blobs(60, 3)
+    if trained:
+        learner.fit(*train, epochs=20)
+    client = Client(id=0, learner=learner, train=train, test=test, validation=val)
+    client.public_x = _blobs(200, 4)[0]
+    return client
+
+
+def _distill(client: Client, targets: np.ndarray, gate: bool = True, **kw) -> dict:
+    reply = client.handle(Distill(targets, epochs=10, gate=gate, **kw).to_message())
+    return dict(reply.metrics)
+
+
+def _labels_of_public(client: Client, shift: int = 0) -> np.ndarray:
+    """One-hot targets on U: the true classes (shift 0) or a planted wrong teacher."""
+    y = _blobs(200, 4)[1]
+    return np.eye(3, dtype=np.float32)[(y + shift) % 3]
+
+
+def test_a_planted_bad_teacher_is_refused_and_the_model_stays_exactly_as_it_was():
+    client = _client(trained=True)
+    before = client.learner.get_state()
+    val_before = client.learner.evaluate(*client.validation)["top1"]
+    metrics = _distill(client, _labels_of_public(client, shift=1))  # every label wrong
+    assert metrics["gate_kept"] == 0.0 and metrics["gate_choice"] == -1.0
+    assert metrics["gate_val_after"] < metrics["gate_val_before"] == val_before
+    after = client.learner.get_state()
+    for name, tensor in before["model"].items():
+        assert torch.equal(tensor, after["model"][name]), name
+    # The random stream is restored too: the next call draws what it would have drawn.
+    assert torch.equal(before["generator"], after["generator"])
+
+
+def test_without_the_gate_the_same_bad_teacher_damages_the_model():
+    client = _client(trained=True)
+    val_before = client.learner.evaluate(*client.validation)["top1"]
+    metrics = _distill(client, _labels_of_public(client, shift=1), gate=False)
+    assert "gate_kept" not in metrics
+    assert client.learner.evaluate(*client.validation)["top1"] < val_before - 0.5
+
+
+def test_a_teacher_that_helps_is_kept():
+    client = _client(trained=False)  # an untrained model: the true classes help
+    metrics = _distill(client, _labels_of_public(client))
+    assert metrics["gate_kept"] == 1.0 and metrics["gate_choice"] == 0.0
+    assert metrics["gate_val_after"] > metrics["gate_val_before"]
+    assert client.learner.evaluate(*client.validation)["top1"] == metrics["gate_val_after"]
+
+
+def test_the_gate_chooses_the_better_of_two_candidate_teachers():
+    client = _client(trained=False)
+    bad, good = _labels_of_public(client, shift=2), _labels_of_public(client)
+    metrics = _distill(client, bad, alternative=good)
+    assert metrics["gate_kept"] == 1.0 and metrics["gate_choice"] == 1.0
+    # The model kept is the alternative's: its validation accuracy is the one reported.
+    assert client.learner.evaluate(*client.validation)["top1"] == metrics["gate_val_after"]
+
+
+def test_too_small_a_slice_cannot_judge_and_the_reply_says_so():
+    client = _client(trained=True, validation_rows=MIN_GATE_ROWS - 1)
+    metrics = _distill(client, _labels_of_public(client, shift=1))
+    assert metrics["gate_open"] == 1.0 and metrics["gate_kept"] == 1.0
+    assert metrics["gate_rows"] == MIN_GATE_ROWS - 1
+
+
+def test_helps_breaks_accuracy_ties_by_log_loss_and_honours_the_margin():
+    assert helps((0.8, 0.5), (0.9, 9.0), margin=0.0)  # higher accuracy wins outright
+    assert helps((0.8, 0.5), (0.8, 0.4), margin=0.0)  # a tie, lower loss: kept
+    assert not helps((0.8, 0.5), (0.8, 0.6), margin=0.0)  # a tie, higher loss: refused
+    assert not helps((0.8, 0.5), (0.75, 0.1), margin=0.0)
+    assert helps((0.8, 0.5), (0.75, 0.1), margin=0.1)  # within the margin, lower loss
