@@ -95,7 +95,8 @@ def test_show_config_notes_a_changed_default_the_config_relies_on(request):
     assert proc.returncode == 0
     assert "clustering: average-linkage" in proc.stdout
     notes = [line for line in proc.stdout.splitlines() if line.startswith("# note:")]
-    assert len(notes) == 1 and "algorithm.clustering: greedy" in notes[0]
+    assert len(notes) == 2 and "algorithm.recipe: paper" in notes[0]
+    assert "algorithm.clustering: greedy" in notes[1]
 
 
 def test_overrides_may_follow_options(capsys, request, monkeypatch):

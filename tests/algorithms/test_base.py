@@ -28,7 +28,9 @@ def test_the_e0_schedule_is_pretrain_epochs_first_then_local_epochs(name):
 
 
 def test_reported_model_names_the_evaluation_point_and_primary_model_follows_it():
-    assert Cosmos.reported_model == Cosmos.primary_model == "cluster_model"
+    # COSMOS's depends on its recipe: what each client deploys, or h_π(i) for the paper's.
+    assert Cosmos.reported_model == Cosmos.primary_model == "deployed"
+    assert Cosmos(recipe="paper").reported_model == "cluster_model"
     assert FedAvg.reported_model == FedAvg.primary_model == "global_model"
     assert Local.reported_model == "client_model"
 

@@ -74,4 +74,5 @@ def test_recipe_names_are_checked_and_the_resolved_settings_follow_the_recipe():
         1e-4,
     )
     assert (validated.server_training_used, validated.client_gate_used) == ("fidelity", True)
-    assert Cosmos(recipe="paper", client_gate=True).client_gate_used is True
+    assert Cosmos(recipe="paper", client_gate="validation").client_gate_used is True
+    assert Cosmos(client_gate="none").client_gate_used is False

@@ -86,7 +86,7 @@ def test_cosmos_records_the_selected_model_and_the_choice():
 
 def test_bad_inputs_are_clear_errors():
     with pytest.raises(ConfigError, match=r"data\.validation_fraction"):
-        load_config(None, ["algorithm.select_on_validation=true"])
+        load_config(None, ["algorithm.select_on_validation=true", "data.validation_fraction=0"])
     with pytest.raises(ConfigError, match=r"validation_fraction = 1\.0"):
         load_config(None, ["data.validation_fraction=1.0"])
     net = build_model("mlp", in_channels=1, num_classes=10, image_size=8, seed=0)

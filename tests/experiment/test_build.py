@@ -56,7 +56,8 @@ def test_validation_holdout_is_a_seeded_disjoint_split():
 
 
 def test_experiment_holds_the_slice_out_of_training_for_every_algorithm():
-    base = load_config(None, ["data.num_clients=4", "data.num_groups=2", "algorithm.name=local"])
+    base = load_config(None, ["data.num_clients=4", "data.num_groups=2", "algorithm.name=local",
+                              "data.validation_fraction=0"])  # fmt: skip
     held = load_config(None, ["data.num_clients=4", "data.num_groups=2", "algorithm.name=local",
                               "data.validation_fraction=0.25"])  # fmt: skip
     full, split = build_experiment(base).clients, build_experiment(held).clients

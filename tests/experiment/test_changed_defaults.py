@@ -16,28 +16,37 @@ TINY = {
 EPOCHS = {"pretrain_epochs": 1, "server_epochs": 1, "distill_epochs": 1, "server_model": "mlp"}
 
 
-@pytest.mark.parametrize(("clustering", "noted"), [(None, True), ("greedy", False)])
-def test_run_header_notes_the_changed_clustering_default_once(clustering, noted):
-    algorithm = {"name": "cosmos", **EPOCHS}
-    if clustering is not None:
-        algorithm["clustering"] = clustering
+@pytest.mark.parametrize(
+    ("named", "noted"),
+    [
+        ({}, ["algorithm.recipe: paper", "algorithm.clustering: greedy"]),
+        ({"clustering": "greedy"}, ["algorithm.recipe: paper"]),
+        ({"recipe": "paper", "clustering": "greedy"}, []),
+    ],
+)
+def test_run_header_notes_each_changed_default_the_config_relies_on_once(named, noted):
+    algorithm = {"name": "cosmos", **EPOCHS, **named}
     reporter = SilentReporter()
     run_experiment(config_from_dict({**TINY, "algorithm": algorithm}), progress=reporter)
     notes = [line for line in reporter.lines if line.startswith("note:")]
-    assert len(notes) == (1 if noted else 0)
-    if noted:
-        assert "algorithm.clustering: greedy" in notes[0]
+    assert len(notes) == len(noted)
+    for note, key in zip(notes, noted, strict=True):
+        assert key in note
 
 
 @pytest.mark.parametrize(
     ("overrides", "noted"),
-    [([], True), (["cosmos.clustering=greedy"], False), (["algorithm.clustering=greedy"], False)],
+    [
+        ([], 2),
+        (["cosmos.clustering=greedy"], 1),
+        (["algorithm.clustering=greedy", "algorithm.recipe=paper"], 0),
+    ],
 )
-def test_compare_notes_the_changed_default_once_for_all_its_runs(tmp_path, overrides, noted):
+def test_compare_notes_the_changed_defaults_once_for_all_its_runs(tmp_path, overrides, noted):
     from cosmosfl.experiment.compare import plan_compare
 
     base = {**TINY, "algorithm": {"name": "cosmos", **EPOCHS}}
     plan = plan_compare(base, ["cosmos", "local"], [1, 2], tmp_path, overrides)
     notes = [line for line in plan.describe() if line.strip().startswith("note:")]
-    assert len(notes) == (1 if noted else 0)
+    assert len(notes) == noted
     assert all(run.config.notices == [] for run in plan.runs)  # not once per run

@@ -147,8 +147,10 @@ def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkey
     assert (
         "algorithms:\n- cosmos\n- local\n- centralized" in (tmp_path / "compare.yaml").read_text()
     )
-    # COSMOS: h_π(i) (reported), then f_i^(t,1) and f_i^(t,2) in protocol order.
+    # COSMOS: what each client deploys (reported, recipe validated), then h_π(i), f_i^(t,1)
+    # and f_i^(t,2) in protocol order.
     assert [(r.algorithm, r.model) for r in report.rows] == [
+        ("cosmos", "deployed"),
         ("cosmos", "cluster_model"),
         ("cosmos", "local"),
         ("cosmos", "client_model"),

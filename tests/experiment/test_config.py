@@ -11,7 +11,7 @@ from cosmosfl.experiment.config import (
 )
 
 
-def test_defaults_are_the_papers_but_the_clustering():
+def test_defaults_are_the_papers_but_the_clustering_and_the_recipe():
     cfg = config_from_dict({})
     alg = cfg.algorithm  # resolved: every setting present, defaults included
     assert alg["name"] == "cosmos" and alg["b0"] is None and alg["target_clusters"] is None
@@ -22,7 +22,14 @@ def test_defaults_are_the_papers_but_the_clustering():
         "mean",
         "l1",
     )
-    assert (alg["pretrain_epochs"], alg["server_lr"], alg["client_weights"]) == (5, 1e-4, "uniform")
+    assert (alg["pretrain_epochs"], alg["client_weights"]) == (5, "uniform")
+    # The recipe since 0.4: validated (server_lr null: 1e-3 to start, cut by fidelity).
+    assert (alg["recipe"], alg["server_training"], alg["client_gate"]) == (
+        "validated",
+        "auto",
+        "auto",
+    )
+    assert alg["server_lr"] is None and cfg.data.validation_fraction == 0.1
     assert (cfg.clients.lr, cfg.clients.distill_lr, cfg.clients.batch_size) == (1e-3, 1e-4, 32)
     assert (cfg.data.alpha, cfg.data.public_fraction, cfg.data.mix_fraction) == (5.0, 0.2, 0.1)
 
@@ -171,10 +178,19 @@ def test_the_papers_clustering_is_one_setting_away():
 
 def test_a_config_relying_on_a_changed_default_gets_a_notice_that_is_not_a_setting():
     relying = config_from_dict({"algorithm": {"name": "cosmos", "lam": 1.0}})
-    assert len(relying.notices) == 1 and "algorithm.clustering: greedy" in relying.notices[0]
+    assert len(relying.notices) == 2
+    assert "algorithm.recipe: paper" in relying.notices[0]
+    assert "algorithm.clustering: greedy" in relying.notices[1]
     assert "notices" not in relying.to_dict() and "notice" not in dump_config(relying)
     named = config_from_dict(
-        {"algorithm": {"name": "cosmos", "lam": 1.0, "clustering": "average-linkage"}}
+        {
+            "algorithm": {
+                "name": "cosmos",
+                "lam": 1.0,
+                "clustering": "average-linkage",
+                "recipe": "validated",
+            }
+        }
     )
     assert named.notices == [] and named == relying  # same settings, only the notice differs
     # A run directory's config.yaml names every setting: reloading it says nothing.
@@ -187,6 +203,8 @@ def test_configs_with_reported_figures_name_the_papers_clustering(repo_root, nam
     cfg = load_config(repo_root / "configs" / f"{name}.yaml")
     assert cfg.notices == []
     assert (cfg.algorithm["clustering"], cfg.algorithm["b0_rule"]) == ("greedy", "target")
+    # ... and the paper's recipe, without a validation slice, as when they were measured.
+    assert cfg.algorithm["recipe"] == "paper" and cfg.data.validation_fraction == 0
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from cosmosfl.core.clustering import (
     THRESHOLD_RULES,
     THRESHOLD_SEARCHES,
 )
-from cosmosfl.core.constraints import Custom, Interval, Options
+from cosmosfl.core.constraints import Interval, Options
 from cosmosfl.models.init import HEAD_INITS
 from cosmosfl.models.registry import model_names
 
@@ -35,6 +35,9 @@ CLIENT_TARGETS = ("cluster_model", "teacher")
 # model is what each client deploys. "paper": section 4 as written (fixed server epochs, every
 # step accepted, h_π(i) reported). docs/cosmos.md, "What a site gets".
 RECIPES = ("validated", "paper")
+# What a client does with a distillation step: "validation" keeps it only when it does not hurt
+# on the client's validation slice (handlers/gate.py); "none" keeps every step (the paper).
+CLIENT_GATES = ("validation", "none")
 # The candidate teachers a gated client may choose between: h_k(U) alone, or h_k(U) and f̄_k(U).
 GATE_TEACHERS = ("cluster_model", "both")
 
@@ -85,16 +88,11 @@ class CosmosSettings(EpochSchedule):
         "b0_search": Options(THRESHOLD_SEARCHES),
         "client_targets": Options(CLIENT_TARGETS),
         "recipe": Options(RECIPES),
-        "server_training": Custom(
-            lambda v: v is None or v in SERVER_TRAININGS,
-            f"use one of {', '.join(SERVER_TRAININGS)}, or null (the recipe's)",
-        ),
+        "server_training": Options(("auto", *SERVER_TRAININGS)),
         "server_holdout": Interval(float, 0, 1, closed="neither", noun="a fraction"),
         "server_max_epochs": Interval(int, 1),
         "server_patience": Interval(int, 0),
-        "client_gate": Custom(
-            lambda v: v is None or isinstance(v, bool), "use true, false, or null (the recipe's)"
-        ),
+        "client_gate": Options(("auto", *CLIENT_GATES)),
         "gate_margin": Interval(float, 0, 1, noun="a fraction"),
         "gate_teachers": Options(GATE_TEACHERS),
     }
@@ -131,15 +129,16 @@ class CosmosSettings(EpochSchedule):
     recipe: str = "validated"
     # How h_k is trained: "fidelity" (until its KL to f̄_k on a held-out `server_holdout` of U
     # stops improving: at most `server_max_epochs`, `server_patience` learning-rate cuts) or
-    # "fixed" (`server_epochs` at server_lr, the paper's). null: the recipe's.
-    server_training: str | None = None
+    # "fixed" (`server_epochs` at server_lr, the paper's). "auto": the recipe's.
+    server_training: str = "auto"
     server_holdout: float = 0.2
     server_max_epochs: int = 100
     server_patience: int = 2
-    # Clients keep a distillation step only when their validation accuracy does not fall by
-    # more than `gate_margin` (handlers/gate.py); needs data.validation_fraction > 0. null: the
-    # recipe's. `gate_teachers: both` lets each client also try f̄_k(U) (twice the downlink).
-    client_gate: bool | None = None
+    # "validation": clients keep a distillation step only when their validation accuracy does
+    # not fall by more than `gate_margin` (handlers/gate.py; data.validation_fraction > 0);
+    # "none": every step is kept. "auto": the recipe's. `gate_teachers: both` lets each client
+    # also try f̄_k(U) (twice the downlink).
+    client_gate: str = "auto"
     gate_margin: float = 0.0
     gate_teachers: str = "cluster_model"
 
@@ -195,15 +194,15 @@ class CosmosSettings(EpochSchedule):
     @property
     def server_training_used(self) -> str:
         """`server_training`, or the recipe's."""
-        if self.server_training is not None:
+        if self.server_training != "auto":
             return self.server_training
         return "fixed" if self.recipe == "paper" else "fidelity"
 
     @property
     def client_gate_used(self) -> bool:
-        """`client_gate`, or the recipe's."""
-        if self.client_gate is not None:
-            return self.client_gate
+        """Whether clients gate their distillation: `client_gate`, or the recipe's."""
+        if self.client_gate != "auto":
+            return self.client_gate == "validation"
         return self.recipe != "paper"
 
     @property
@@ -250,4 +249,4 @@ class CosmosSettings(EpochSchedule):
         codecs.check_codec(self.codec)
 
 
-__all__ = ["CLIENT_TARGETS", "CosmosSettings", "PublicProbe"]
+__all__ = ["CLIENT_GATES", "CLIENT_TARGETS", "GATE_TEACHERS", "RECIPES", "CosmosSettings", "PublicProbe"]

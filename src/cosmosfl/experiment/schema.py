@@ -41,6 +41,15 @@ def _fraction(low: float, high: float, closed: str, note: str = "") -> Interval:
     return Interval(float, low, high, closed=closed, noun="a fraction", note=note)
 
 
+def _gates_clients(algorithm: dict[str, Any]) -> bool:
+    """Whether an algorithm section asks COSMOS's clients to gate on a validation slice: its
+    `client_gate`, or its recipe's (cosmos_settings.CosmosSettings.client_gate_used)."""
+    if algorithm.get("name") != "cosmos":
+        return False
+    gate = algorithm.get("client_gate", "auto")
+    return gate == "validation" or (gate == "auto" and algorithm.get("recipe") != "paper")
+
+
 def _dataset_named(dataset: str, data_dir: str | None) -> bool:
     """Whether `dataset` names a known dataset or looks like a path to data (a known suffix,
     a path separator, or a folder that exists); a misspelt name then fails at load time."""
@@ -226,6 +235,15 @@ class ExperimentConfig:
     }
     # Checks across sections, run after every section's own.
     parameter_rules: ClassVar = [
+        Rule(
+            lambda c: not _gates_clients(c.algorithm) or c.data.validation_fraction > 0,
+            lambda c: (
+                "COSMOS's client gate (algorithm.client_gate, on by default with recipe "
+                "validated) judges each distillation step on a validation slice: set "
+                "data.validation_fraction > 0 (default 0.1), or algorithm.client_gate: none, or "
+                "algorithm.recipe: paper"
+            ),
+        ),
         Rule(
             lambda c: not c.algorithm.get("select_on_validation") or c.data.validation_fraction > 0,
             lambda c: (

@@ -77,7 +77,7 @@ def test_cosmos_on_flower_simulation_equals_the_in_process_engine(runs) -> None:
     assert len(records) == len(sim.records) == 2
     for ours, theirs in zip(records, sim.records, strict=True):
         assert ours["clusters"] == theirs["clusters"]
-        assert set(ours["accuracy"]) == {"local", "cluster_model", "client_model"}
+        assert set(ours["accuracy"]) == {"local", "cluster_model", "client_model", "deployed"}
         for model, per_client in theirs["accuracy"].items():
             assert set(ours["accuracy"][model]) == set(per_client)
             for cid, acc in per_client.items():
