@@ -249,4 +249,11 @@ class CosmosSettings(EpochSchedule):
         codecs.check_codec(self.codec)
 
 
-__all__ = ["CLIENT_GATES", "CLIENT_TARGETS", "GATE_TEACHERS", "RECIPES", "CosmosSettings", "PublicProbe"]
+__all__ = [
+    "CLIENT_GATES",
+    "CLIENT_TARGETS",
+    "GATE_TEACHERS",
+    "RECIPES",
+    "CosmosSettings",
+    "PublicProbe",
+]
