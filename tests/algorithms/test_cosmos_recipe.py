@@ -25,7 +25,27 @@ def runs():
     for recipe in ("validated", "paper"):
         cfg = load_config("configs/default.yaml", [*FAST, f"algorithm.recipe={recipe}"])
         out[recipe] = run_experiment(cfg, progress=False)
+    cfg = load_config("configs/default.yaml", [*FAST, "algorithm.recipe=validated",
+                                               "algorithm.deploy=mix"])  # fmt: skip
+    out["mix"] = run_experiment(cfg, progress=False)
     return out
+
+
+def test_deploy_mix_records_each_clients_alpha_and_alpha_1_is_its_own_model(runs):
+    mix, own = runs["mix"], runs["validated"]
+    for ours, theirs in zip(mix.records, own.records, strict=True):
+        # Everything up to what a client deploys is the same run.
+        assert ours["accuracy"]["client_model"] == theirs["accuracy"]["client_model"]
+        alphas = ours["deployed_mix"]
+        assert set(alphas) == set(ours["accuracy"]["deployed"])
+        for cid, a in alphas.items():
+            assert 0.0 <= a["alpha"] <= 1.0
+            if a["alpha"] == 1.0:
+                assert ours["accuracy"]["deployed"][cid] == ours["accuracy"]["client_model"][cid]
+    # The mix sends h_π(i)'s predictions on each client's rows: more bytes down than "own".
+    assert sum(mix.records[-1]["bytes_down"].values()) > sum(
+        own.records[-1]["bytes_down"].values()
+    )
 
 
 def test_validated_records_server_fidelity_and_every_gate_decision(runs):

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from cosmosfl import Client, TorchLearner
-from cosmosfl.core.tasks import Distill
+from cosmosfl.core.tasks import Distill, Evaluate
 from cosmosfl.handlers.gate import MIN_GATE_ROWS, helps
 
 
@@ -93,3 +93,35 @@ def test_helps_breaks_accuracy_ties_by_log_loss_and_honours_the_margin():
     assert not helps((0.8, 0.5), (0.8, 0.6), margin=0.0)  # a tie, higher loss: refused
     assert not helps((0.8, 0.5), (0.75, 0.1), margin=0.0)
     assert helps((0.8, 0.5), (0.75, 0.1), margin=0.1)  # within the margin, lower loss
+
+
+def _mix(client: Client, other_val: np.ndarray, other_test: np.ndarray) -> dict:
+    request = Evaluate(mix_validation=other_val, mix_test=other_test)
+    reply = client.handle(request.to_message())
+    assert reply.error is None, reply.error
+    return dict(reply.metrics)
+
+
+def test_the_deployed_mix_with_alpha_1_is_exactly_the_own_model():
+    client = _client(trained=True)
+    x_val, x_test = client.validation[0], client.test[0]
+    # A useless other model (uniform): the validation slice picks α = 1, the own model.
+    uniform_val = np.full((len(x_val), 3), 1 / 3, np.float32)
+    uniform_test = np.full((len(x_test), 3), 1 / 3, np.float32)
+    metrics = _mix(client, uniform_val, uniform_test)
+    assert metrics["alpha"] == 1.0
+    assert metrics["top1"] == client.learner.evaluate(*client.test)["top1"]
+
+
+def test_the_deployed_mix_leans_on_a_better_model_chosen_on_validation_only():
+    client = _client(trained=False)  # an untrained own model
+    y_val, y_test = client.validation[1], client.test[1]
+    oracle_val = np.eye(3, dtype=np.float32)[y_val] * 0.9 + 0.1 / 3
+    # On the test rows the other model is the same oracle: the mix scores what it scores.
+    oracle_test = np.eye(3, dtype=np.float32)[y_test] * 0.9 + 0.1 / 3
+    metrics = _mix(client, oracle_val, oracle_test)
+    assert metrics["alpha"] < 0.5 and metrics["top1"] == 1.0
+    # α is chosen on the validation rows: a wrong other model there keeps the own model,
+    # however good it would have been on the test rows.
+    wrong_val = np.eye(3, dtype=np.float32)[(y_val + 1) % 3] * 0.9 + 0.1 / 3
+    assert _mix(client, wrong_val, oracle_test)["alpha"] == 1.0

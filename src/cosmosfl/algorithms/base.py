@@ -74,6 +74,14 @@ class Federation(Protocol):
         """
         ...
 
+    def predict_server_models(
+        self, models: Mapping[int, Learner], split: str
+    ) -> dict[int, np.ndarray]:
+        """Server-side model `models[i]`'s probabilities on client i's `split` rows, as the
+        site would compute them holding the model's weights (COSMOS's opt-in `deploy_mix`);
+        {} on an engine that cannot ship a server model to its sites."""
+        ...
+
     def phase(self, name: str) -> AbstractContextManager[None]:
         """Time (and display) a named phase of the current round."""
         ...

@@ -40,7 +40,7 @@ from cosmosfl.algorithms.cosmos_settings import CLIENT_TARGETS, CosmosSettings, 
 from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.core.aggregation import aggregate, apply_temperature
 from cosmosfl.core.seeds import derive_seed
-from cosmosfl.core.tasks import Distill, PredictPublic
+from cosmosfl.core.tasks import Distill, Evaluate, PredictPublic
 from cosmosfl.learners.base import Learner
 
 
@@ -188,7 +188,12 @@ class Cosmos(CosmosSettings, Algorithm):
         soft labels the protocol sends; the record says which teacher each client kept."""
         if self.recipe == "paper":
             return
-        record.add_metrics("deployed", own)
+        deployed = self._deployed_metrics(fed, own)
+        record.add_metrics("deployed", deployed)
+        if self.deploy == "mix":  # per client, the weight α of its own model in the mix
+            record.add_info(
+                "deployed_mix", {c: {"alpha": m.get("alpha", 1.0)} for c, m in deployed.items()}
+            )
         record.add_info(
             "server_fidelity",
             {
@@ -200,6 +205,22 @@ class Cosmos(CosmosSettings, Algorithm):
                 for k in sorted(server.losses)
             },
         )
+
+    def _deployed_metrics(self, fed: Federation, own: Any) -> Any:
+        """The own model's metrics (`deploy: own`), or those of each client's validated mix
+        α·f_i + (1 − α)·h_π(i) with the α chosen (`deploy: mix`, metric `alpha`; clients the
+        engine cannot give h_π(i)'s predictions keep their own model)."""
+        if self.deploy != "mix":
+            return own
+        models = self._deployed_models()
+        h_val = fed.predict_server_models(models, "validation")
+        h_test = fed.predict_server_models(models, "test")
+        mixed = [cid for cid in sorted(models) if cid in h_val and cid in h_test]
+        if not mixed:
+            return own
+        requests = {cid: Evaluate(mix_validation=h_val[cid], mix_test=h_test[cid]) for cid in mixed}
+        out = dict(reply_metrics(fed.send(requests)))
+        return {**{c: {**m, "alpha": 1.0} for c, m in own.items() if c not in out}, **out}
 
     def _summarise(self, record: RoundRecord, server: ServerStep) -> None:
         """The round's clusters and server-side losses, for the record."""

@@ -38,6 +38,7 @@ RECIPES = ("validated", "paper")
 # What a client does with a distillation step: "validation" keeps it only when it does not hurt
 # on the client's validation slice (handlers/gate.py); "none" keeps every step (the paper).
 CLIENT_GATES = ("validation", "none")
+DEPLOYS = ("own", "mix")
 # The candidate teachers a gated client may choose between: h_k(U) alone, or h_k(U) and f̄_k(U).
 GATE_TEACHERS = ("cluster_model", "both")
 
@@ -95,6 +96,7 @@ class CosmosSettings(EpochSchedule):
         "client_gate": Options(("auto", *CLIENT_GATES)),
         "gate_margin": Interval(float, 0, 1, noun="a fraction"),
         "gate_teachers": Options(GATE_TEACHERS),
+        "deploy": Options(DEPLOYS),
     }
 
     # -- paper (Section 4) ------------------------------------------------------------------
@@ -141,6 +143,10 @@ class CosmosSettings(EpochSchedule):
     client_gate: str = "auto"
     gate_margin: float = 0.0
     gate_teachers: str = "cluster_model"
+    # What each client deploys (evaluation point "deployed"): "own" (its own model after the
+    # gate: only soft labels on U crossed the wire) or "mix" (α·f_i + (1 − α)·h_π(i), α chosen
+    # on its validation slice; needs h_π(i) at the site, so it is opt-in; in-process only).
+    deploy: str = "own"
 
     # -- extension (not the paper's method) --------------------------------------------------
     # How clients are clustered at B0: "average-linkage" (the default since 0.3: a
@@ -252,6 +258,7 @@ class CosmosSettings(EpochSchedule):
 __all__ = [
     "CLIENT_GATES",
     "CLIENT_TARGETS",
+    "DEPLOYS",
     "GATE_TEACHERS",
     "RECIPES",
     "CosmosSettings",

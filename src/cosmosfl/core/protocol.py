@@ -155,6 +155,11 @@ REQUEST_SPECS: dict[str, dict[str, ArraySpec]] = {
         "weights": ArraySpec(("n",), kind="weights"),
         "alternative": PROBS,  # a second candidate teacher for the client's gate
     },
+    # Another model's probabilities on the client's own rows, to mix with its own (deploy_mix).
+    EVALUATE: {
+        "mix_validation": ArraySpec((None, "m"), kind="probs"),
+        "mix_test": ArraySpec((None, "m"), kind="probs"),
+    },
 }
 
 

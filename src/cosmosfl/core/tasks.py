@@ -203,8 +203,17 @@ class Evaluate(Request):
     "validation")."""
 
     task: ClassVar[str] = protocol.EVALUATE
+    array_specs: ClassVar[Mapping[str, protocol.ArraySpec]] = protocol.REQUEST_SPECS[
+        protocol.EVALUATE
+    ]
     split: str = "test"
     slot: str = OWN_MODEL
+    # A mix to deploy (COSMOS's opt-in `deploy_mix`): another model's probabilities on the
+    # client's validation and test rows (h_π(i)'s, computed at the site from its weights).
+    # The client picks α for α·own + (1 − α)·other on its validation rows and reports the
+    # mix's metrics on `split` with the α chosen (handlers/gate.py `deployed_mix`).
+    mix_validation: np.ndarray | None = None
+    mix_test: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,13 @@ class BaseFederation(ABC):
         self, models: Mapping[int, Learner], split: str = "test"
     ) -> dict[int, dict[str, float]]: ...
 
+    def predict_server_models(
+        self, models: Mapping[int, Learner], split: str
+    ) -> dict[int, np.ndarray]:
+        """Not on this engine: a server model does not travel to the sites (in-process only)."""
+        self.log("deploy_mix needs the server models at the sites: measured in-process only")
+        return {}
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         self.reporter.phase(name)

@@ -264,6 +264,18 @@ class InProcessEngine(BaseFederation):
             cid: models[cid].evaluate(*self._clients[cid].split(split)) for cid in sorted(models)
         }
 
+    def predict_server_models(
+        self, models: Mapping[int, Learner], split: str
+    ) -> dict[int, np.ndarray]:
+        out = {}
+        for cid in sorted(models):
+            try:
+                x = self._clients[cid].split(split)[0]
+            except ValueError:  # no such split (no validation slice): nothing to mix on
+                continue
+            out[cid] = models[cid].predict_proba(x)
+        return out
+
     # -- running -----------------------------------------------------------------------------
     def _begin_round(self, algorithm: Algorithm) -> None:
         self.use_handlers(handlers_for(algorithm))

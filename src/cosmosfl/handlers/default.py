@@ -21,7 +21,7 @@ from cosmosfl.core.tasks import (
     TrainLocal,
 )
 from cosmosfl.handlers.base import ClientHandlers
-from cosmosfl.handlers.gate import gated_distill
+from cosmosfl.handlers.gate import deployed_mix, gated_distill
 
 if TYPE_CHECKING:
     from cosmosfl.handlers.participant import Participant
@@ -89,4 +89,8 @@ def distill(client: Participant, request: Distill) -> MetricsReply:
 def evaluate(client: Participant, request: Evaluate) -> MetricsReply:
     """Metrics of one of the client's models on its own test (or validation) split."""
     split = client.split(request.split)
+    if request.mix_test is not None and request.mix_validation is not None:
+        return MetricsReply(
+            deployed_mix(client, request.mix_validation, request.mix_test, request.split)
+        )
     return MetricsReply(client.slot(request.slot).evaluate(*split))

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cosmosfl.learners.base import accuracy_metrics
+
 if TYPE_CHECKING:
     from cosmosfl.handlers.participant import Participant
 
@@ -107,12 +109,49 @@ def helps(before: tuple[float, float], after: tuple[float, float], margin: float
     return acc_after >= acc_before - margin and loss_after <= loss_before
 
 
-def _score(learner: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(accuracy, mean log-loss) of `learner` on (x, y)."""
-    p = np.asarray(learner.predict_proba(x), dtype=np.float64)
+# The weights α of the client's own model tried for a deployed mix α·own + (1 − α)·other.
+MIX_WEIGHTS = tuple(i / 10 for i in range(11))
+
+
+def deployed_mix(
+    client: Participant, other_validation: np.ndarray, other_test: np.ndarray, split: str
+) -> dict[str, float]:
+    """The metrics on `split` of α·own + (1 − α)·other, α from MIX_WEIGHTS chosen on the
+    validation slice (highest accuracy, then lowest log-loss, then the largest α: the own
+    model unless the other one measurably helps), with `alpha` = the α chosen. Without a
+    validation slice of MIN_GATE_ROWS rows, α = 1: the client's own model."""
+    learner = client.learner
+    x_test, y_test = client.split(split)
+    val = validation_slice(client)
+    alpha = 1.0
+    if val is not None and len(val[1]) >= MIN_GATE_ROWS:
+        own_val = np.asarray(learner.predict_proba(val[0]), dtype=np.float64)
+        other_val = np.asarray(other_validation, dtype=np.float64)
+        scores = [
+            (*_probs_score(a * own_val + (1 - a) * other_val, val[1]), a) for a in MIX_WEIGHTS
+        ]
+        alpha = max(scores, key=lambda s: (s[0], -s[1], s[2]))[2]
+    own = np.asarray(learner.predict_proba(x_test), dtype=np.float64)
+    mix = alpha * own + (1 - alpha) * np.asarray(other_test, dtype=np.float64)
+    return {**accuracy_metrics(mix, y_test), "alpha": float(alpha)}
+
+
+def _probs_score(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     y = np.asarray(y)
     picked = np.clip(p[np.arange(len(y)), y], 1e-12, 1.0)
     return float((p.argmax(axis=1) == y).mean()), float(-np.log(picked).mean())
 
 
-__all__ = ["MIN_GATE_ROWS", "gated_distill", "helps", "validation_slice"]
+def _score(learner: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(accuracy, mean log-loss) of `learner` on (x, y)."""
+    return _probs_score(np.asarray(learner.predict_proba(x), dtype=np.float64), y)
+
+
+__all__ = [
+    "MIN_GATE_ROWS",
+    "MIX_WEIGHTS",
+    "deployed_mix",
+    "gated_distill",
+    "helps",
+    "validation_slice",
+]
