@@ -7,7 +7,7 @@ from torch import nn
 
 from cosmosfl import Client, TorchLearner
 from cosmosfl.core.tasks import Distill, Evaluate
-from cosmosfl.handlers.gate import MIN_GATE_ROWS, helps
+from cosmosfl.handlers.gate import MIN_GATE_ROWS, Rows, helps
 
 
 def _blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -80,19 +80,35 @@ def test_the_gate_chooses_the_better_of_two_candidate_teachers():
     assert client.learner.evaluate(*client.validation)["top1"] == metrics["gate_val_after"]
 
 
-def test_too_small_a_slice_cannot_judge_and_the_reply_says_so():
-    client = _client(trained=True, validation_rows=MIN_GATE_ROWS - 1)
-    metrics = _distill(client, _labels_of_public(client, shift=1))
-    assert metrics["gate_open"] == 1.0 and metrics["gate_kept"] == 1.0
+def test_too_small_a_slice_cannot_judge_so_the_model_stays_and_the_reply_says_so():
+    client = _client(trained=False, validation_rows=MIN_GATE_ROWS - 1)
+    before = client.learner.get_state()
+    metrics = _distill(client, _labels_of_public(client))  # a teacher that would help
+    assert metrics["gate_unjudged"] == 1.0 and metrics["gate_kept"] == 0.0
     assert metrics["gate_rows"] == MIN_GATE_ROWS - 1
+    after = client.learner.get_state()
+    assert all(torch.equal(t, after["model"][n]) for n, t in before["model"].items())
 
 
-def test_helps_breaks_accuracy_ties_by_log_loss_and_honours_the_margin():
-    assert helps((0.8, 0.5), (0.9, 9.0), margin=0.0)  # higher accuracy wins outright
-    assert helps((0.8, 0.5), (0.8, 0.4), margin=0.0)  # a tie, lower loss: kept
-    assert not helps((0.8, 0.5), (0.8, 0.6), margin=0.0)  # a tie, higher loss: refused
-    assert not helps((0.8, 0.5), (0.75, 0.1), margin=0.0)
-    assert helps((0.8, 0.5), (0.75, 0.1), margin=0.1)  # within the margin, lower loss
+def _rows(correct: list[int], loss: list[float]) -> Rows:
+    return Rows(np.array(correct, bool), np.array(loss, float))
+
+
+def test_helps_needs_a_gain_beyond_the_noise_of_the_slice_and_honours_the_margin():
+    before = _rows([1, 1, 0, 0], [0.2, 0.3, 1.0, 1.2])
+    # Every row's loss lower by about the same amount: a clear gain, kept.
+    assert helps(before, _rows([1, 1, 0, 0], [0.1, 0.2, 0.9, 1.1]), margin=0.0)
+    # The same mean gain from one row only: within the noise of four rows, refused.
+    assert not helps(before, _rows([1, 1, 0, 0], [0.2, 0.3, 1.0, 0.8]), margin=0.0)
+    # ... but the same pattern over many rows is evidence enough.
+    many_before = _rows([1, 1, 0, 0] * 50, [0.2, 0.3, 1.0, 1.2] * 50)
+    assert helps(many_before, _rows([1, 1, 0, 0] * 50, [0.2, 0.3, 1.0, 0.8] * 50), margin=0.0)
+    # Lower loss but a lost row of accuracy: refused without a margin, kept within one.
+    worse_acc = _rows([1, 0, 0, 0], [0.1, 0.2, 0.9, 1.1])
+    assert not helps(before, worse_acc, margin=0.0)
+    assert helps(before, worse_acc, margin=0.25)
+    # Nothing changed: nothing to keep.
+    assert not helps(before, before, margin=0.0)
 
 
 def _mix(client: Client, other_val: np.ndarray, other_test: np.ndarray) -> dict:

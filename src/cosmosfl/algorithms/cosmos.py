@@ -174,6 +174,8 @@ class Cosmos(CosmosSettings, Algorithm):
                 for k, t in self._distillation_targets(server).items()
             }
             distilled = fed.send({cid: requests[k] for cid, k in self.assignment.items()})
+            if gate and isinstance(distilled, dict):
+                self._note_unjudged(fed, distilled)
             # KL and r_B of each client's distillation (first and last epoch): does f_i fit h_k?
             # With the gate, also whether the client kept the step (handlers/gate.py).
             record.add_info("client_distill", reply_metrics(distilled))
@@ -181,6 +183,16 @@ class Cosmos(CosmosSettings, Algorithm):
             own = evaluate_clients(fed)
             record.add_metrics("client_model", own)  # f_i^(t,2)
             self._deploy(fed, record, server, own)
+
+    @staticmethod
+    def _note_unjudged(fed: Federation, replies: dict[int, Any]) -> None:
+        """Say which clients' gates could not judge (their slices are too small)."""
+        unjudged = sorted(c for c, r in replies.items() if r.metrics.get("gate_unjudged"))
+        if unjudged:
+            fed.log(
+                f"clients {unjudged} hold too few validation rows for their gate to judge a "
+                "distillation step: they keep their models (raise data.validation_fraction)"
+            )
 
     def _deploy(self, fed: Federation, record: RoundRecord, server: ServerStep, own: Any) -> None:
         """What each client deploys (evaluation point "deployed", the reported model of the
