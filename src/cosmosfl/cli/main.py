@@ -52,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment and write a run directory")
     add_config_args(run)
     run.add_argument("--out", "-o", help="run directory (default: runs/<algorithm>-seed<seed>)")
-    run.add_argument("--force", action="store_true", help="overwrite a finished run directory")
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even when it holds a run, or files cosmosfl did not write",
+    )
     run.add_argument(
         "--resume",
         metavar="DIR",

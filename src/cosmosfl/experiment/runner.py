@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,8 +80,8 @@ def run_experiment(
     checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
     cfg.tracking asks for) receives every round record."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
-    if run_dir is not None and run_dir.finished and not force:
-        run_dir.prepare(cfg, force=False)  # raises the "already finished" error before any work
+    if run_dir is not None:  # a run, or the user's own files, there: refused before any work
+        run_dir.check_free(force=force)
     with _torch_threads(cfg, engine):
         return _execute(cfg, run_dir, progress, force=force, engine=engine, tracker=tracker)
 
@@ -104,6 +104,13 @@ def resume_experiment(
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir.path} is not a run directory (no {CONFIG})")
     cfg = load_config(config_path)
+    rounds = run_dir.recorded_rounds()
+    if rounds and not (run_dir.path / CHECKPOINT).is_file():
+        raise CheckpointError(
+            f"{run_dir.path} holds {rounds} recorded round(s) but no {CHECKPOINT} (a run on "
+            "an engine without checkpoints, or one killed before its first checkpoint), so it "
+            f"cannot be resumed; start it over with `cosmosfl run --force --out {run_dir.path}`"
+        )
     state = load_checkpoint(run_dir.path)
     if not _same_experiment(state["config"], cfg):
         raise CheckpointError(
@@ -162,22 +169,25 @@ def _execute(
         # The in-process engine's clients are all here: check them against U and the server
         # model before any training (another engine's clients live elsewhere).
         check_federation(exp.algorithm, exp.clients, exp.public_x, seed=cfg.seed)
-    if run_dir is not None and checkpoint is None:
-        run_dir.prepare(cfg, force=force)
-    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    reporter.log(
-        f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
-        f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
-        f"|U| = {len(exp.public_x)}, "
-        f"{cfg.rounds} rounds, seed {cfg.seed}"
-    )
-    torch.manual_seed(cfg.seed)
-    done = list(checkpoint["records"]) if checkpoint is not None else []
-    with tracker.session(cfg, run_dir and run_dir.path, done):
-        result, summary = _run_and_summarize(
-            exp, reporter, run_dir, checkpoint, engine, tracker, start
+    with run_dir.locked() if run_dir is not None else nullcontext():
+        if run_dir is not None and checkpoint is None:
+            run_dir.prepare(cfg, force=force)
+        if run_dir is not None and checkpoint is not None and run_dir.finished:
+            raise CheckpointError(f"{run_dir.path} was finished by another process meanwhile")
+        reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+        reporter.log(
+            f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
+            f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
+            f"|U| = {len(exp.public_x)}, "
+            f"{cfg.rounds} rounds, seed {cfg.seed}"
         )
-        tracker.log_summary(summary)
+        torch.manual_seed(cfg.seed)
+        done = list(checkpoint["records"]) if checkpoint is not None else []
+        with tracker.session(cfg, run_dir and run_dir.path, done):
+            result, summary = _run_and_summarize(
+                exp, reporter, run_dir, checkpoint, engine, tracker, start
+            )
+            tracker.log_summary(summary)
     result.summary = summary  # type: ignore[attr-defined]
     return result
 
@@ -267,15 +277,19 @@ def _run_federated(
             for t in range(first, cfg.rounds + 1):
                 record = engine.run_round(algorithm, t, cfg.rounds)
                 result.records.append(record)
-                if run_dir is not None:
-                    run_dir.append_record(record)
-                if tracker is not None:
-                    tracker.log_round(record)
+                # The checkpoint (which holds every record so far) is written before the
+                # record is appended to metrics.jsonl: killed between the two, the folder
+                # holds a checkpoint ahead of metrics.jsonl, and --resume rewrites the file
+                # from it; never a record without a checkpoint that holds it.
                 if run_dir is not None and checkpointing:
                     engine.sync_clients()  # trained learners out of worker processes, if any
                     save_checkpoint(
                         run_dir.path, t, algorithm, exp.clients, result.records, config_text
                     )
+                if run_dir is not None:
+                    run_dir.append_record(record)
+                if tracker is not None:
+                    tracker.log_round(record)
     finally:
         close = getattr(engine, "close", None)
         if close is not None:
