@@ -31,6 +31,7 @@ from cosmosfl.data.report import (
     plot_label_distribution,
     write_label_csv,
 )
+from cosmosfl.data.errors import DataError
 from cosmosfl.data.sources import (
     DATASET_NAMES,
     TABLE_SUFFIXES,
@@ -48,6 +49,7 @@ __all__ = [
     "TABLE_SUFFIXES",
     "Augmentation",
     "CropFlip",
+    "DataError",
     "Dataset",
     "DatasetFormatError",
     "DatasetNotFoundError",

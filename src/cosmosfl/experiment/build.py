@@ -120,6 +120,8 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         test_fraction=d.test_fraction,
         missing=d.missing,
         image_size=d.image_size,
+        sep=d.sep,
+        encoding=d.encoding,
     )
     dataset = subsample(
         dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32

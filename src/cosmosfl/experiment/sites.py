@@ -169,6 +169,15 @@ def site_dataset(site: Site, public: PublicSet, labels: tuple[str, ...]) -> Data
         arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
         own = ds.classes
     names = [site.label_map.get(c, c) for c in own]
+    merged = {n: [c for c, m in zip(own, names, strict=True) if m == n] for n in set(names)}
+    merged = {n: cs for n, cs in merged.items() if len(cs) > 1}
+    if merged:
+        listed = "; ".join(f"{cs} -> {n!r}" for n, cs in sorted(merged.items()))
+        raise SiteRefusedError(
+            f"{where}: label_map sends several of this site's labels to one class ({listed}); "
+            "map each label to its own class (or relabel the rows in the file if they really "
+            "are one class)"
+        )
     outside = sorted({n for n in names if n not in labels})
     if outside:
         raise SiteRefusedError(
@@ -277,6 +286,8 @@ def run_public(cfg: ExperimentConfig, who: str = "the server") -> PublicSet:
         label_column=s.label_column,
         missing=cfg.data.missing,
         who=who,
+        sep=cfg.data.sep,
+        encoding=cfg.data.encoding,
     )
 
 
