@@ -9,6 +9,7 @@ from cosmosfl.data.augment import (
     default_augmentation,
     train_augmentation_for,
 )
+from cosmosfl.data.errors import DataError
 from cosmosfl.data.partition import (
     PARTITIONERS,
     Partition,
@@ -31,7 +32,6 @@ from cosmosfl.data.report import (
     plot_label_distribution,
     write_label_csv,
 )
-from cosmosfl.data.errors import DataError
 from cosmosfl.data.sources import (
     DATASET_NAMES,
     TABLE_SUFFIXES,

@@ -73,7 +73,7 @@ def decode_error(path: Path, exc: UnicodeDecodeError, encoding: str | None) -> D
     """One line for a file that is not in the expected text encoding."""
     used = encoding or "utf-8"
     return DatasetFormatError(
-        f"{path}: not {used} text (byte {exc.object[exc.start:exc.start + 1]!r} at position "
+        f"{path}: not {used} text (byte {exc.object[exc.start : exc.start + 1]!r} at position "
         f"{exc.start}); set data.encoding to the file's encoding (e.g. latin-1 or cp1252)"
     )
 
@@ -173,9 +173,14 @@ def check_text_column(series: Any, col: str, where: str) -> None:
     share = float(numbers.notna().mean())
     if share < NUMERIC_SHARE or share == 1.0:
         return
-    bad_mask = series.notna().to_numpy() & ~pd.to_numeric(
-        series.map(lambda v: v if v is None or v != v else str(v)), errors="coerce"
-    ).notna().to_numpy()
+    bad_mask = (
+        series.notna().to_numpy()
+        & ~pd.to_numeric(
+            series.map(lambda v: v if v is None or v != v else str(v)), errors="coerce"
+        )
+        .notna()
+        .to_numpy()
+    )
     rows = np.flatnonzero(bad_mask)
     shown = sorted({str(v) for v in series.iloc[rows[:20]]})[:3]
     where_rows = ", ".join(str(int(r) + 1) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
