@@ -83,6 +83,8 @@ def clean_frame(df: Any, where: str, raw_header: list[Any] | None = None) -> Any
 
     `raw_header`: the header row as written (pandas renames duplicate names, so duplicates are
     judged on this when given)."""
+    from pandas.api import types
+
     names = [str(c).strip() for c in (raw_header if raw_header is not None else df.columns)]
     if len(names) != len(df.columns):
         names = [str(c).strip() for c in df.columns]
@@ -100,7 +102,7 @@ def clean_frame(df: Any, where: str, raw_header: list[Any] | None = None) -> Any
     commas: list[str] = []
     for col in names:
         s = df[col]
-        if s.dtype != object and str(s.dtype) != "string":
+        if not (types.is_object_dtype(s.dtype) or types.is_string_dtype(s.dtype)):
             continue
         df[col], merges, comma = _clean_text_cells(s, col, where)
         if merges:

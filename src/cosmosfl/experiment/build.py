@@ -144,6 +144,7 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         seed=derive_seed(cfg.seed, "partition") % 2**32,
         **options,
     )
+    check_useful_sizes(part, d, len(dataset.y_train))
     prepare = input_preparation(dataset, part.public)
 
     def train_part(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -171,6 +172,32 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     )
     algorithm = make_algorithm(cfg, natural=bool(dataset.natural), public_probe=probe)
     return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
+
+
+MIN_PUBLIC_ROWS = 10  # fewer samples in U: distillation targets on a handful of points
+MIN_CLIENT_ROWS = 5  # fewer private training rows: a client model learns next to nothing
+
+
+def check_useful_sizes(part: Partition, d: Any, train_rows: int) -> None:
+    """Refuse a split that leaves U or a client's training data too small to learn from
+    (e.g. data.test_fraction = 0.99), naming the sizes and the settings that set them."""
+    sizes = {cid: len(idx) for cid, idx in enumerate(part.client_train)}
+    small = {cid: n for cid, n in sizes.items() if n < MIN_CLIENT_ROWS}
+    problems = []
+    if len(part.public) < MIN_PUBLIC_ROWS:
+        problems.append(f"|U| = {len(part.public)} rows (at least {MIN_PUBLIC_ROWS} needed)")
+    if small:
+        shown = ", ".join(f"client {c}: {n}" for c, n in list(small.items())[:5])
+        problems.append(
+            f"{len(small)} client(s) hold fewer than {MIN_CLIENT_ROWS} training rows ({shown})"
+        )
+    if problems:
+        raise ConfigError(
+            f"the data leaves too little to learn from: {'; '.join(problems)}; the dataset has "
+            f"{train_rows} training rows (data.test_fraction = {d.test_fraction} of a file's "
+            "rows are test rows): lower data.test_fraction, data.num_clients or "
+            "data.public_fraction, or use more data"
+        )
 
 
 def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

@@ -26,6 +26,7 @@ from cosmosfl.data.sources import FILE_SPLIT_SEED
 from cosmosfl.data.tabular import TABLE_SUFFIXES
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
+from cosmosfl.experiment.yamlio import load_yaml
 
 if TYPE_CHECKING:
     from cosmosfl.experiment.config import ExperimentConfig
@@ -76,7 +77,7 @@ def read_site_file(path: str | Path) -> Site:
     if not path.is_file():
         raise ConfigError(f"site file {str(path)!r} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"site file {path}: not valid YAML ({err})") from None
     if not isinstance(raw, dict):
