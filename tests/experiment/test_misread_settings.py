@@ -43,3 +43,23 @@ def test_a_label_map_merging_two_labels_is_refused(sites_root):  # type: ignore[
     public = load_public(sites_root / "public.csv", sha256=None, label_column="diagnosis")
     with pytest.raises(SiteRefusedError, match=rf"\['{a}', '{b}'\] -> '{names[a]}'"):
         site_dataset(read_site_file(path), public, names)
+
+
+def test_partition_messages_name_classes_not_ids(tmp_path):
+    """A class that only the training rows hold: the message names it ('rare'), not its id."""
+    path = tmp_path / "t.csv"
+    lines = [f"{i / 10},{'rare' if i % 3 == 2 else 'ab'[i % 3]},train" for i in range(90)]
+    lines += [f"{i / 10},{'ab'[i % 2]},test" for i in range(40)]
+    path.write_text("x,y,split\n" + "\n".join(lines) + "\n")
+    over = [
+        f"data.dataset={path}",
+        "data.label_column=y",
+        "data.partition=pathological",
+        "data.num_clients=3",
+        "data.classes_per_client=1",
+        "data.public_fraction=0.1",
+    ]
+    from cosmosfl.data import PartitionError
+
+    with pytest.raises(PartitionError, match=r"holds classes \['rare'\], none of which"):
+        build_experiment(load_config(None, over))

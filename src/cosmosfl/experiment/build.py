@@ -20,6 +20,7 @@ from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import (
     Dataset,
     Partition,
+    PartitionError,
     channel_stats,
     feature_stats,
     load_dataset,
@@ -136,14 +137,17 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         options.update(alpha=d.alpha)
     elif d.partition == "pathological":
         options.update(classes_per_client=d.classes_per_client)
-    part = make_partition(
-        d.partition,
-        dataset.y_train,
-        dataset.y_test,
-        d.num_clients,
-        seed=derive_seed(cfg.seed, "partition") % 2**32,
-        **options,
-    )
+    try:
+        part = make_partition(
+            d.partition,
+            dataset.y_train,
+            dataset.y_test,
+            d.num_clients,
+            seed=derive_seed(cfg.seed, "partition") % 2**32,
+            **options,
+        )
+    except PartitionError as err:
+        raise err.naming(dataset.classes) from None
     check_useful_sizes(part, d, len(dataset.y_train))
     prepare = input_preparation(dataset, part.public)
 
