@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the interrupted run in DIR from its last complete round "
         "(its own config.yaml; no --config or overrides)",
     )
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop the run at a rejected client reply or a degenerate client model (NaN or "
+        "constant probabilities, below the majority class on its own training rows); without "
+        "it they are recorded and flagged in summary.json",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_tracking_args(run)
 
@@ -127,9 +134,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default
     try:
         if args.resume:
-            result = resume_experiment(out, progress=not args.quiet, tracker=_resume_tracker(args))
+            result = resume_experiment(
+                out, progress=not args.quiet, tracker=_resume_tracker(args), strict=args.strict
+            )
         else:
-            result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
+            result = run_experiment(
+                cfg, out, progress=not args.quiet, force=args.force, strict=args.strict
+            )
     except KeyboardInterrupt:
         print(
             f"cosmosfl: interrupted; every finished round is saved in {out}; "
@@ -163,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     warning = exclusion_warning(s)
     if warning:
         print(f"  {warning}")
+    for cid, bad in s.get("degenerate_clients", {}).items():
+        print(f"  warning: client {cid}'s model {bad['model']!r} is degenerate: {bad['reason']}")
     return 0
 
 

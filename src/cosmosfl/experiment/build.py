@@ -161,7 +161,9 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     for cid in wanted:
         tr, te = part.client_train[cid], part.client_test[cid]
         tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
-        learner = make_learner(specs[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
+        learner = make_learner(
+            specs[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m, client_id=cid
+        )
         built.append(
             Client(
                 cid,

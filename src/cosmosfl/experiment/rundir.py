@@ -33,9 +33,10 @@ METRICS_CSV = "metrics.csv"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"  # written by experiment/checkpoint.py
 TRACKING = "tracking.json"  # written by experiment/tracking.py
+CLIENT_ERROR = "client-error.txt"  # the traceback of a client whose code raised
 MARKER = ".cosmosfl-run"  # "cosmosfl made this folder"
 LOCK = ".cosmosfl-lock"  # "a cosmosfl process is writing this folder": pid and host
-OWN_FILES = (CONFIG, METRICS, METRICS_CSV, SUMMARY, CHECKPOINT, TRACKING)
+OWN_FILES = (CONFIG, METRICS, METRICS_CSV, SUMMARY, CHECKPOINT, TRACKING, CLIENT_ERROR)
 UNREADABLE_LOCK_SECONDS = 60.0  # a lock file still empty after this long is a killed writer's
 
 
@@ -138,7 +139,7 @@ class RunDirectory:
         self.check_free(force=force)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            for name in (METRICS, METRICS_CSV, SUMMARY, CHECKPOINT):
+            for name in (METRICS, METRICS_CSV, SUMMARY, CHECKPOINT, CLIENT_ERROR):
                 (self.path / name).unlink(missing_ok=True)
             write_atomic(self.path / MARKER, json.dumps({"made_by": "cosmosfl"}) + "\n")
             write_atomic(self.path / CONFIG, dump_config(cfg))

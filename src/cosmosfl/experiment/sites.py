@@ -217,7 +217,12 @@ def build_site_client(
         derive_seed(cfg.seed, "val", site_id),
     )
     learner = make_learner(
-        site.model, cfg, ds, derive_seed(cfg.seed, "client", site_id), len(labels)
+        site.model,
+        cfg,
+        ds,
+        derive_seed(cfg.seed, "client", site_id),
+        len(labels),
+        client_id=site_id,
     )
     client = Client(
         site_id,
