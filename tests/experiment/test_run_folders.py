@@ -138,3 +138,28 @@ def test_out_in_an_unwritable_place_is_one_line(capsys):
     assert main(["run", "--out", "/proc/cosmosfl-run-here", "-q", "rounds=1", *TINY]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot" in err and "/proc/cosmosfl-run-here" in err
+
+
+def test_a_run_is_refused_while_another_process_writes_the_folder(tmp_path, capsys):
+    """Another process holds the folder: the run is refused with one line naming it; once
+    that process is killed outright, its lock is stale and the next run takes the folder."""
+    hold = (
+        "import sys, time\nfrom pathlib import Path\n"
+        "from cosmosfl.experiment.rundir import RunDirectory\n"
+        "with RunDirectory(Path(sys.argv[1])).locked():\n"
+        "    print('held', flush=True)\n    time.sleep(300)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code = main(["run", "--out", str(tmp_path), "-q", "rounds=1", *TINY])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and f"process {holder.pid}" in err
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (tmp_path / LOCK).is_file()  # SIGKILL: nothing removed it
+    assert main(["run", "--out", str(tmp_path), "-q", "rounds=1", *TINY]) == 0
+    assert not (tmp_path / LOCK).exists() and len(read_records(tmp_path)) == 1
