@@ -163,3 +163,19 @@ def test_a_run_is_refused_while_another_process_writes_the_folder(tmp_path, caps
     assert (tmp_path / LOCK).is_file()  # SIGKILL: nothing removed it
     assert main(["run", "--out", str(tmp_path), "-q", "rounds=1", *TINY]) == 0
     assert not (tmp_path / LOCK).exists() and len(read_records(tmp_path)) == 1
+
+
+def test_compare_starts_over_its_own_cut_short_run_without_a_checkpoint(tmp_path):
+    """A compare run cut short before any checkpoint (a reference run keeps none) is in a
+    folder cosmosfl made: compare starts it over; a plain `run` would need --force."""
+    from cosmosfl.experiment.compare import plan_compare, run_compare
+
+    plan = plan_compare({}, ["local"], [1], tmp_path, ["rounds=1", *TINY[:-2]])
+    (run,) = plan.runs
+    RunDirectory(run.path).prepare(run.config)
+    (run.path / "metrics.jsonl").write_text('{"round": 1}\n')  # a record, no checkpoint
+    with pytest.raises(ConfigError, match="interrupted run"):
+        run_experiment(run.config, run.path, progress=False)
+    outcome = run_compare(plan, progress=False, echo=lambda line: None)
+    assert outcome.ran == [run] and len(read_records(run.path)) == 1
+    assert read_records(run.path)[0]["round"] == 1 and "accuracy" in read_records(run.path)[0]
