@@ -34,6 +34,10 @@ ALL_CHECKS = [
     "soft_targets_matter",
     "distilled_knowledge_survives_fit",
     "state_round_trip",
+    "column_order",
+    "missing_class_columns",
+    "distill_uses_weights",
+    "state_after_distill",
     "bad_shapes_raise",
     "inputs_unchanged",
 ]
@@ -122,7 +126,8 @@ def test_sklearn_learner_passes_every_check(estimator, num_classes):
 def test_knn_is_reported_as_using_only_the_argmax():
     with pytest.warns(UserWarning, match="ignores sample weights"):
         report = check_learner(SklearnLearner(KNeighborsClassifier(3), num_classes=10))
-    assert report.passed == [c for c in ALL_CHECKS if c != "soft_targets_matter"]
+    argmax_only = ("soft_targets_matter", "distill_uses_weights")
+    assert report.passed == [c for c in ALL_CHECKS if c not in argmax_only]
     assert "KNeighborsClassifier ignores sample weights" in report.skipped["soft_targets_matter"]
 
 
@@ -177,9 +182,13 @@ class Softmax(Learner):
         e = np.exp(z - z.max(axis=1, keepdims=True))
         return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
 
-    def _step(self, x: np.ndarray, targets: np.ndarray, epochs: int) -> None:
+    def _step(
+        self, x: np.ndarray, targets: np.ndarray, epochs: int, weights: np.ndarray | None = None
+    ) -> None:
+        w = np.ones(len(x)) if weights is None else np.asarray(weights, np.float64)
         for _ in range(epochs * 5):
-            grad = x.reshape(len(x), -1).T @ (self._probs(x) - targets) / len(x)
+            residual = (self._probs(x) - targets) * w[:, None]
+            grad = x.reshape(len(x), -1).T @ residual / w.sum()
             self.w = self.w - self.lr * grad
 
     def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
@@ -197,7 +206,7 @@ class Softmax(Learner):
         lam: float = 0.0,
     ) -> dict[str, float]:
         validate_distill_inputs(x, targets, weights, self.num_classes)
-        self._step(x, targets, epochs)
+        self._step(x, targets, epochs, weights)
         return {}
 
     def get_state(self) -> Any:
@@ -225,7 +234,7 @@ class NoDistill(Softmax):
 
 
 class SharedState(Softmax):
-    def _step(self, x: np.ndarray, targets: np.ndarray, epochs: int) -> None:
+    def _step(self, x: np.ndarray, targets: np.ndarray, epochs: int, weights=None) -> None:
         for _ in range(epochs * 5):
             grad = x.reshape(len(x), -1).T @ (self._probs(x) - targets) / len(x)
             self.w -= self.lr * grad  # in place: get_state's reference sees every update
@@ -259,7 +268,8 @@ class Mutating(Softmax):
 class ArgmaxOnly(Softmax):
     def distill(self, x, targets, weights=None, *, epochs=1, lam=0.0):
         validate_distill_inputs(x, targets, weights, self.num_classes)
-        self._step(x, np.eye(self.num_classes)[np.asarray(targets).argmax(axis=1)], epochs)
+        hard = np.eye(self.num_classes)[np.asarray(targets).argmax(axis=1)]
+        self._step(x, hard, epochs, weights)
         return {}
 
 
@@ -279,6 +289,49 @@ class NoConsistency(Softmax):
 class WrongWidth(Softmax):
     def predict_proba(self, x):
         return super().predict_proba(x)[:, :-1]
+
+
+class SwappedColumns(Softmax):
+    def predict_proba(self, x):
+        return super().predict_proba(x)[:, [1, 0, *range(2, self.num_classes)]]
+
+
+class Reversed(Softmax):
+    def predict_proba(self, x):
+        return np.ascontiguousarray(super().predict_proba(x)[:, ::-1])
+
+
+class Packed(Softmax):
+    """Trains on the classes it sees renumbered 0..k-1 and pads the missing ones at the end."""
+
+    def fit(self, x, y, *, epochs=1):
+        validate_fit_inputs(x, y, self.num_classes)
+        seen = np.unique(y)
+        self._step(x, np.eye(self.num_classes)[np.searchsorted(seen, y)], epochs)
+        return {}
+
+
+class WeightsDropped(Softmax):
+    def distill(self, x, targets, weights=None, *, epochs=1, lam=0.0):
+        validate_distill_inputs(x, targets, weights, self.num_classes)
+        self._step(x, targets, epochs)  # checked, then dropped
+        return {}
+
+
+class DistilledNotSaved(Softmax):
+    """Keeps what it distilled and rehearses it in later fits, but get_state leaves it out."""
+
+    memory: tuple[np.ndarray, np.ndarray] | None = None
+
+    def distill(self, x, targets, weights=None, *, epochs=1, lam=0.0):
+        self.memory = (x, targets)
+        return super().distill(x, targets, weights, epochs=epochs, lam=lam)
+
+    def fit(self, x, y, *, epochs=1):
+        out = super().fit(x, y, epochs=epochs)
+        if self.memory is not None:
+            self._step(*self.memory, epochs)
+        return out
 
 
 def seeded(cls: type[Softmax]):
@@ -302,6 +355,11 @@ def test_a_correct_custom_learner_passes():
         (SharedState, "state_round_trip", "must return a copy"),
         (NoChecks, "bad_shapes_raise", "fit(x, y + num_classes) did not raise"),
         (Mutating, "inputs_unchanged", "x changed"),
+        (SwappedColumns, "column_order", "class 0 in column 1, class 1 in column 0"),
+        (Reversed, "fit_learns", "predict_proba returns the classes out of order"),
+        (Packed, "missing_class_columns", "class 1 in column 0, class 2 in column 1"),
+        (WeightsDropped, "distill_uses_weights", "distill ignores its weights"),
+        (DistilledNotSaved, "state_after_distill", "get_state after distill leaves something"),
     ],
 )
 def test_each_fault_fails_its_check(cls, check, advice):
@@ -327,7 +385,11 @@ def test_checks_that_need_a_failed_check_are_listed_as_not_run():
     with pytest.raises(LearnerCheckError) as err:
         check_learner(seeded(NoDistill))
     skipped = err.value.skipped
-    assert set(skipped) == {"soft_targets_matter", "distilled_knowledge_survives_fit"}
+    assert set(skipped) == {
+        "soft_targets_matter",
+        "distilled_knowledge_survives_fit",
+        "distill_uses_weights",
+    }
     assert all("needs distill_moves_toward_targets" in why for why in skipped.values())
     assert "Not run" in str(err.value) and "- soft_targets_matter: not run" in str(err.value)
     with pytest.raises(LearnerCheckError) as err:

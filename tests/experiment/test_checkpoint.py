@@ -172,9 +172,13 @@ def test_kill_during_checkpoint_write_leaves_the_previous_checkpoint(
     assert proc.returncode == -signal.SIGKILL
     assert list(out.glob(".checkpoint.pt.*")), "the half-done write should be left behind"
     assert load_checkpoint(out)["round"] == 2
-    assert len(read_records(out)) == 3  # round 3's metrics were written before the kill
+    # a round's record is appended only after its checkpoint is in place
+    assert len(read_records(out)) == 2
+    # the killed run's lock is left behind; its process is gone, so it is stale and taken over
+    assert (out / ".cosmosfl-lock").is_file()
     resumed = cli("run", "--resume", str(out), "-q", cwd=root)
     assert resumed.returncode == 0, resumed.stderr
+    assert not (out / ".cosmosfl-lock").exists()
     assert strip(read_records(out)) == uninterrupted
     # metrics.csv lost round 3's cut-short rows with metrics.jsonl
     assert (out / "metrics.csv").read_text() == metrics_csv(read_records(out))

@@ -182,7 +182,8 @@ def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkey
     (tmp_path / "local" / "seed1" / "summary.json").unlink()
     (tmp_path / "local" / "seed1" / "checkpoint.pt").unlink()
     run_compare(plan_compare(BASE, algorithms, [1], tmp_path), progress=False, echo=lines.append)
-    assert calls == [("local", False)]
+    # started over in its own folder: forced, since run_experiment refuses recorded rounds
+    assert calls == [("local", True)]
 
     # a finished run with another config stops everything unless --force
     calls.clear()
@@ -191,7 +192,7 @@ def test_compare_writes_layout_resumes_and_guards_finished_runs(tmp_path, monkey
         run_compare(changed, progress=False, echo=lines.append)
     assert calls == []
     run_compare(changed, force=True, progress=False, echo=lines.append)
-    assert calls == [("cosmos", True), ("local", False), ("centralized", True)]
+    assert calls == [("cosmos", True), ("local", True), ("centralized", True)]
 
 
 def cli(*args, cwd):

@@ -198,7 +198,8 @@ def test_sweep_runs_resumes_and_guards_finished_runs(tmp_path, monkeypatch):
     (run / "checkpoint.pt").unlink()
     with pytest.raises(AssertionError, match="recomputed"):
         run_sweep(plan(), progress=False, echo=lines.append)
-    assert calls == [("cosmos", 6, False)]
+    # started over in its own folder: forced, since run_experiment refuses recorded rounds
+    assert calls == [("cosmos", 6, True)]
 
 
 def test_sweep_logs_one_tracked_run_per_cell_with_grid_tags(tmp_path):

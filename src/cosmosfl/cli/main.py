@@ -52,12 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment and write a run directory")
     add_config_args(run)
     run.add_argument("--out", "-o", help="run directory (default: runs/<algorithm>-seed<seed>)")
-    run.add_argument("--force", action="store_true", help="overwrite a finished run directory")
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even when it holds a run, or files cosmosfl did not write",
+    )
     run.add_argument(
         "--resume",
         metavar="DIR",
         help="continue the interrupted run in DIR from its last complete round "
         "(its own config.yaml; no --config or overrides)",
+    )
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop the run at a rejected client reply or a degenerate client model (NaN or "
+        "constant probabilities, below the majority class on its own training rows); without "
+        "it they are recorded and flagged in summary.json",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_tracking_args(run)
@@ -123,9 +134,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default
     try:
         if args.resume:
-            result = resume_experiment(out, progress=not args.quiet, tracker=_resume_tracker(args))
+            result = resume_experiment(
+                out, progress=not args.quiet, tracker=_resume_tracker(args), strict=args.strict
+            )
         else:
-            result = run_experiment(cfg, out, progress=not args.quiet, force=args.force)
+            result = run_experiment(
+                cfg, out, progress=not args.quiet, force=args.force, strict=args.strict
+            )
     except KeyboardInterrupt:
         print(
             f"cosmosfl: interrupted; every finished round is saved in {out}; "
@@ -159,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     warning = exclusion_warning(s)
     if warning:
         print(f"  {warning}")
+    for cid, bad in s.get("degenerate_clients", {}).items():
+        print(f"  warning: client {cid}'s model {bad['model']!r} is degenerate: {bad['reason']}")
     return 0
 
 

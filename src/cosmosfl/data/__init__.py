@@ -9,6 +9,7 @@ from cosmosfl.data.augment import (
     default_augmentation,
     train_augmentation_for,
 )
+from cosmosfl.data.errors import DataError
 from cosmosfl.data.partition import (
     PARTITIONERS,
     Partition,
@@ -48,6 +49,7 @@ __all__ = [
     "TABLE_SUFFIXES",
     "Augmentation",
     "CropFlip",
+    "DataError",
     "Dataset",
     "DatasetFormatError",
     "DatasetNotFoundError",

@@ -136,6 +136,11 @@ def read_image_folder(
             f"{root}: no class folders found; expected {root}/<class>/<image files> or "
             f"{root}/train/<class>/... and {root}/test/<class>/..."
         )
+    if len(classes) < 2:  # as a table with one label value is refused
+        raise DatasetFormatError(
+            f"{root}: one class folder ({classes[0]!r}); classification needs at least 2 "
+            "classes: add a folder per class"
+        )
     files: list[Path] = []
     labels: list[int] = []
     in_test: list[bool] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +33,26 @@ MAX_DRAWS = 100  # Dirichlet draws tried before giving up on a split with an emp
 
 
 class PartitionError(ValueError):
-    """The requested partition is invalid or cannot be drawn from this data."""
+    """The requested partition is invalid or cannot be drawn from this data.
+
+    A message about classes is made with `about_classes` (a template with `{classes}` and the
+    label ids); `naming(classes)` gives it with the dataset's class names in place of ids."""
+
+    template: str | None = None
+    class_ids: list[int] | None = None
+
+    @classmethod
+    def about_classes(cls, template: str, class_ids: list[int]) -> PartitionError:
+        err = cls(template.format(classes=class_ids))
+        err.template, err.class_ids = template, list(class_ids)
+        return err
+
+    def naming(self, classes: Sequence[str]) -> PartitionError:
+        """This error with class names (`classes[i]` names label i) instead of label ids."""
+        if self.template is None or self.class_ids is None:
+            return self
+        names = [classes[i] if 0 <= i < len(classes) else i for i in self.class_ids]
+        return PartitionError(self.template.format(classes=names))
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,9 +169,10 @@ def _test_split(
         hist = np.bincount(y_train[idx], minlength=m)
         take = capped_allocation(hist, size, available)
         if take.sum() == 0:
-            raise PartitionError(
-                f"client {i} holds classes {np.flatnonzero(hist).tolist()}, none of which "
-                "occur in y_test, so it cannot get a test split"
+            raise PartitionError.about_classes(
+                f"client {i} holds classes {{classes}}, none of which occur in the test "
+                "set, so it cannot get a test split",
+                np.flatnonzero(hist).tolist(),
             )
         parts = [rng.choice(by_class[c], size=k, replace=False) for c, k in enumerate(take) if k]
         out.append(np.sort(np.concatenate(parts)).astype(np.int64))

@@ -62,6 +62,8 @@ def load_public(
     label_column: str | None = None,
     missing: str = "refuse",
     who: str = "this party",
+    sep: str | None = None,
+    encoding: str | None = None,
 ) -> PublicSet:
     """Read U and check it is the run's: its SHA-256 must be `sha256` (None: not checked)."""
     path = Path(path).expanduser()
@@ -79,7 +81,9 @@ def load_public(
         )
     schema = None
     if path.name.lower().endswith(TABLE_SUFFIXES):
-        raw, schema = read_public_table(path, label_column=label_column, missing=missing)
+        raw, schema = read_public_table(
+            path, label_column=label_column, missing=missing, sep=sep, encoding=encoding
+        )
     elif path.suffix == ".npz":
         raw = _public_npz(path)
     else:

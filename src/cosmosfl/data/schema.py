@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cosmosfl.data.cleaning import check_text_column, separator_hint
 from cosmosfl.data.errors import DatasetFormatError
 from cosmosfl.data.formats import check_test_fraction, stratified_test_mask
 from cosmosfl.data.tabular import (
@@ -51,7 +52,12 @@ class FeatureSchema:
 
 
 def read_public_table(
-    path: str | Path, *, label_column: str | None = None, missing: str = "refuse"
+    path: str | Path,
+    *,
+    label_column: str | None = None,
+    missing: str = "refuse",
+    sep: str | None = None,
+    encoding: str | None = None,
 ) -> tuple[np.ndarray, FeatureSchema]:
     """U from a CSV / TSV / Parquet table: (x float32 (N, D), the schema it fixes).
 
@@ -59,20 +65,23 @@ def read_public_table(
     a copy of a labelled file may keep its label column, which is dropped, never read)."""
     _check_missing(missing)
     path = Path(path).expanduser()
-    df = _read_frame(path)
+    df = _read_frame(path, sep, encoding)
     df.columns = [str(c) for c in df.columns]
     where = str(path)
     if len(df) == 0:
         raise DatasetFormatError(f"{where}: the public set has a header but no rows")
     columns = [c for c in df.columns if c not in {label_column, SPLIT_COLUMN}]
     if not columns:
-        raise DatasetFormatError(f"{where}: the public set has no feature columns")
+        raise DatasetFormatError(
+            f"{where}: the public set has no feature columns{separator_hint(df)}"
+        )
     categories: dict[str, tuple[str, ...]] = {}
     from pandas.api import types
 
     for col in columns:
         s = df[col]
         if types.is_bool_dtype(s.dtype) or not types.is_numeric_dtype(s.dtype):
+            check_text_column(s, col, where)
             values = [str(v) for v in _sorted_values(s)]
             if len(values) > MAX_CATEGORIES:
                 raise DatasetFormatError(
@@ -92,6 +101,8 @@ def read_site_table(
     test_fraction: float = 0.2,
     seed: int = 0,
     missing: str = "refuse",
+    sep: str | None = None,
+    encoding: str | None = None,
 ) -> dict[str, Any]:
     """A site's labelled table encoded with U's `schema`.
 
@@ -103,7 +114,7 @@ def read_site_table(
     _check_missing(missing)
     test_fraction = check_test_fraction(test_fraction)
     path = Path(path).expanduser()
-    df = _read_frame(path)
+    df = _read_frame(path, sep, encoding)
     df.columns = [str(c) for c in df.columns]
     where = str(path)
     if len(df) == 0:
@@ -181,6 +192,7 @@ def encode(df: Any, schema: FeatureSchema, where: str, missing: str) -> np.ndarr
             blocks.append(block)
             continue
         if types.is_bool_dtype(s.dtype) or not types.is_numeric_dtype(s.dtype):
+            check_text_column(s, col, where)
             raise DatasetFormatError(
                 f"{where}: column {col!r} holds text, and it is numeric in the public set"
             )

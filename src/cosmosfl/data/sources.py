@@ -81,6 +81,8 @@ def load_dataset(
     test_fraction: float = 0.2,
     missing: str = "refuse",
     image_size: int = 32,
+    sep: str | None = None,
+    encoding: str | None = None,
 ) -> Dataset:
     """Load a dataset by name (see DATASET_NAMES) or from a path: an `.npz` file (images or
     feature vectors), a CSV/Parquet table, or a folder of images (one subfolder per class).
@@ -89,7 +91,8 @@ def load_dataset(
     in their official formats; when absent and `download` is set, torchvision fetches them into
     `<cache_dir>/torchvision`. Tables: `label_column` (default: the last column) and `missing`
     ("refuse" or "impute") as `data.formats.read_table` documents; image folders are resized to
-    `image_size` px. A file without a test split gets a stratified `test_fraction` of its rows,
+    `image_size` px; `sep` / `encoding` for text tables (default: sniffed / UTF-8). A file
+    without a test split gets a stratified `test_fraction` of its rows,
     drawn with a fixed seed: the split belongs to the dataset, not to a run.
     """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
@@ -109,6 +112,8 @@ def load_dataset(
             test_fraction=test_fraction,
             seed=FILE_SPLIT_SEED,
             missing=missing,
+            sep=sep,
+            encoding=encoding,
         )
         return from_arrays(_stem(path), arrays, natural=False)
     if path.is_dir():

@@ -27,6 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from cosmosfl.data.cleaning import (
+    MISSING_MARKERS,
+    check_text_column,
+    clean_frame,
+    decode_error,
+    separator_hint,
+    sniff_separator,
+)
 from cosmosfl.data.errors import DatasetFormatError, DatasetNotFoundError
 from cosmosfl.data.formats import check_test_fraction, stratified_test_mask
 
@@ -59,6 +67,8 @@ def read_table(
     test_fraction: float = 0.2,
     seed: int = 0,
     missing: str = "refuse",
+    sep: str | None = None,
+    encoding: str | None = None,
 ) -> dict[str, Any]:
     """Read a CSV/TSV (optionally compressed) or Parquet table into train/test feature arrays.
 
@@ -69,13 +79,16 @@ def read_table(
     than 50 distinct values is refused). Missing numeric values are refused unless
     `missing="impute"`, which keeps them as NaN: impute them with statistics of the public set.
     A `split` column (train/test, any case) gives the split; else a seeded stratified
-    `test_fraction` of the rows is the test split. See the module docstring for details.
+    `test_fraction` of the rows is the test split. `sep` / `encoding`: the CSV separator
+    (default: `,`, or sniffed) and text encoding (default UTF-8). Cells are cleaned first
+    (`data/cleaning.py`: spaces, missing-value markers, decimal commas). See the module
+    docstring for details.
     """
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     test_fraction = check_test_fraction(test_fraction)
     path = Path(path).expanduser()
-    df = _read_frame(path)
+    df = _read_frame(path, sep, encoding)
     where = str(path)
     columns = [str(c) for c in df.columns]
     df.columns = columns
@@ -96,6 +109,7 @@ def read_table(
     if not features:
         raise DatasetFormatError(
             f"{where}: no feature columns besides the label column {label_column!r}"
+            f"{separator_hint(df)}"
         )
     if len(df) == 0:
         raise DatasetFormatError(f"{where}: the table has a header but no data rows")
@@ -115,7 +129,9 @@ def read_table(
     }
 
 
-def _read_frame(path: Path) -> Any:
+def _read_frame(path: Path, sep: str | None = None, encoding: str | None = None) -> Any:
+    """The table as a DataFrame, cleaned by `cleaning.clean_frame` (the one place the cell
+    rules live, for datasets, U and site files alike)."""
     if not path.is_file():
         what = "is not a file" if path.exists() else "does not exist"
         raise DatasetNotFoundError(f"table file {str(path)!r} {what}")
@@ -136,16 +152,47 @@ def _read_frame(path: Path) -> Any:
         except ImportError as exc:
             raise MissingDependencyError(PARQUET_HINT) from exc
         errors += (pyarrow.ArrowException,)
+    raw_header: list[Any] | None = None
     try:
         if name.endswith(_PARQUET_SUFFIXES):
-            return pd.read_parquet(path, engine="pyarrow")
-        return pd.read_csv(path, sep="\t" if name.endswith(_TSV_SUFFIXES) else ",")
+            df = pd.read_parquet(path, engine="pyarrow")
+        else:
+            given = sep
+            if sep is None:
+                sep = "\t" if name.endswith(_TSV_SUFFIXES) else ","
+            df, raw_header = _read_text_table(pd, path, sep, encoding)
+            if given is None and len(df.columns) == 1:
+                sniffed = sniff_separator(str(df.columns[0]))
+                if sniffed is not None:
+                    sep = sniffed
+                    df, raw_header = _read_text_table(pd, path, sep, encoding)
+            df.attrs["sep"] = sep
     except pd.errors.EmptyDataError as exc:
         raise DatasetFormatError(
             f"{path}: the file is empty; expected a header row and one row per sample"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise decode_error(path, exc, encoding) from None
+    except LookupError as exc:  # an encoding Python does not know
+        raise DatasetFormatError(f"{path}: data.encoding: {_short(exc)}") from None
     except errors as exc:
         raise DatasetFormatError(f"{path}: not a readable table ({_short(exc)})") from exc
+    return clean_frame(df, str(path), raw_header)
+
+
+def _read_text_table(pd: Any, path: Path, sep: str, encoding: str | None) -> tuple[Any, list]:
+    """The frame and its header row as written (pandas renames duplicate names)."""
+    df = pd.read_csv(
+        path, sep=sep, encoding=encoding, na_values=sorted(MISSING_MARKERS), keep_default_na=True
+    )
+    header = pd.read_csv(path, sep=sep, encoding=encoding, header=None, nrows=1, dtype=str)
+    if header.empty or len(header.columns) != len(df.columns):
+        return df, list(df.columns)
+    # an empty header cell keeps pandas' name for it ("Unnamed: 3")
+    return df, [
+        v if isinstance(v, str) else str(c)
+        for v, c in zip(header.iloc[0].tolist(), df.columns, strict=True)
+    ]
 
 
 def _labels(series: Any, where: str, column: str) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -192,6 +239,7 @@ def _features(
                     f"{where}: column {col!r} holds dates/times ({s.dtype}); convert it to "
                     "numbers or drop it"
                 )
+            check_text_column(s, col, where)
             categories = _sorted_values(s)
             if len(categories) > MAX_CATEGORIES:
                 raise DatasetFormatError(

@@ -33,7 +33,13 @@ from cosmosfl.learners.base import Learner
 
 
 class ClientError(RuntimeError):
-    """Client code raised an exception (strict mode)."""
+    """Client code raised an exception (strict mode). `client_id`, `task`, `error` (the
+    exception as one line) and `client_traceback` say where, when known."""
+
+    client_id: int | None = None
+    task: str | None = None
+    error: str | None = None
+    client_traceback: str | None = None
 
 
 class ClientRejectedError(ClientError, ValueError):
@@ -216,11 +222,14 @@ class InProcessEngine(BaseFederation):
                 reply = self._clients[cid].handle(message)
             reply = self._falsify(cid, reply, fault)
             if self.strict and _raised(reply):
-                raise ClientError(
+                err = ClientError(
                     f"round {self._round}: client {cid} failed task {message.task!r}: "
                     f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
                     "(run with strict=False to exclude failing clients instead)"
                 )
+                err.client_id, err.task = cid, message.task
+                err.error, err.client_traceback = str(reply.error), str(reply.traceback)
+                raise err
             accepted = self._receive(step, cid, message.task, reply, fault, expect, failures)
             if accepted is not None:
                 replies[cid] = accepted

@@ -23,6 +23,7 @@ import pickle
 import pickletools
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -134,34 +135,63 @@ def _serve(conn: Any, shard: bytes, threads: int, device: str | None) -> None:
     by_id = {c.id: c for c in clients}
     for c in clients:
         _place(c, device)
+    # Every command is answered by its reply, then the warnings it raised (if any), then
+    # "end": the parent raises those warnings as its own, so they are shown like warnings of
+    # a serial run (one `cosmosfl: warning:` line each on the CLI), not as raw Python ones.
     try:
         while True:
             command, payload = _recv(conn)
-            if command == "handle":
-                _send(
-                    conn, ("ok", {cid: by_id[cid].handle(m) for cid, m in sorted(payload.items())})
-                )
-            elif command == "handlers":  # the running algorithm's client side
-                for c in clients:
-                    c.handlers = payload
-                _send(conn, ("ok", None))
-            elif command == "map":  # [fn(U, item) for item in items], in order
-                fn, items = payload
-                try:
-                    results = [fn(public_x, item) for item in items]
-                except Exception:  # the caller raises it; the worker keeps its clients
-                    _send(conn, ("error", traceback.format_exc()))
-                    continue
-                _send(conn, ("ok", results))
-            elif command == "fetch":
-                _send(conn, ("ok", {cid: (c.learner, c.slots) for cid, c in by_id.items()}))
-            elif command == "close":
-                _send(conn, ("ok", None))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")
+                reply = _command(command, payload, public_x, clients, by_id)
+            _send(conn, reply)
+            if caught:
+                _send(conn, ("warnings", [_plain(w) for w in caught]))
+            _send(conn, ("end", None))
+            if command == "close":
                 return
     except (EOFError, KeyboardInterrupt):
         return
     except Exception:  # a bug in the worker itself (client errors are replies, not here)
         _send(conn, ("error", traceback.format_exc()))
+        _send(conn, ("end", None))
+
+
+def _command(
+    command: str,
+    payload: Any,
+    public_x: Any,
+    clients: list[Client],
+    by_id: dict[int, Client],
+) -> tuple[str, Any]:
+    """Serve one command: ("ok", result) or ("error", traceback)."""
+    if command == "handle":
+        return "ok", {cid: by_id[cid].handle(m) for cid, m in sorted(payload.items())}
+    if command == "handlers":  # the running algorithm's client side
+        for c in clients:
+            c.handlers = payload
+        return "ok", None
+    if command == "map":  # [fn(U, item) for item in items], in order
+        fn, items = payload
+        try:
+            return "ok", [fn(public_x, item) for item in items]
+        except Exception:  # the caller raises it; the worker keeps its clients
+            return "error", traceback.format_exc()
+    if command == "fetch":
+        return "ok", {cid: (c.learner, c.slots) for cid, c in by_id.items()}
+    if command == "close":
+        return "ok", None
+    return "error", f"unknown worker command {command!r}"
+
+
+def _plain(w: warnings.WarningMessage) -> tuple[type[Warning], str, str, int]:
+    """A caught warning as plain values that pickle (category, text, file, line)."""
+    category = w.category if isinstance(w.category, type) else UserWarning
+    try:
+        pickle.loads(pickle.dumps(category))
+    except Exception:  # a warning class the parent could not import
+        category = UserWarning
+    return category, str(w.message), str(w.filename), int(w.lineno)
 
 
 class WorkerPool:
@@ -197,6 +227,7 @@ class WorkerPool:
         ctx = _context(_modules_of(shards[0]))
         self._conns, self._procs = [], []
         self._handlers: ClientHandlers | None = None
+        self._seen: dict[Any, Any] = {}
         for w in range(workers):
             shard = shards.pop(w)
             device = devices[w % len(devices)] if devices else None
@@ -222,9 +253,25 @@ class WorkerPool:
                 f"worker process {w} died (exit code {self._procs[w].exitcode}); "
                 "run with workers: 1 to see the error in-process"
             ) from None
+        self._finish(w)
         if status != "ok":
             raise RuntimeError(f"worker process {w} failed:\n{value}")
         return value
+
+    def _finish(self, w: int) -> None:
+        """Read the rest of a command's answer: warnings raised in the worker are raised here
+        (with their file and line), so they are shown like this process's own."""
+        while True:
+            try:
+                status, value = _recv(self._conns[w])
+            except EOFError:
+                return
+            if status != "warnings":
+                return
+            for category, text, filename, lineno in value:
+                # one registry for the pool: a warning repeated every round is shown once,
+                # as the "default" filter shows a serial run's
+                warnings.warn_explicit(text, category, filename, lineno, registry=self._seen)
 
     def handle(self, messages: Mapping[int, protocol.Message]) -> dict[int, protocol.Reply]:
         """Every client's reply; workers run concurrently, each in client-id order."""

@@ -20,6 +20,7 @@ from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import (
     Dataset,
     Partition,
+    PartitionError,
     channel_stats,
     feature_stats,
     load_dataset,
@@ -120,6 +121,8 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         test_fraction=d.test_fraction,
         missing=d.missing,
         image_size=d.image_size,
+        sep=d.sep,
+        encoding=d.encoding,
     )
     dataset = subsample(
         dataset, d.max_train, d.max_test, seed=derive_seed(cfg.seed, "subsample") % 2**32
@@ -134,14 +137,18 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         options.update(alpha=d.alpha)
     elif d.partition == "pathological":
         options.update(classes_per_client=d.classes_per_client)
-    part = make_partition(
-        d.partition,
-        dataset.y_train,
-        dataset.y_test,
-        d.num_clients,
-        seed=derive_seed(cfg.seed, "partition") % 2**32,
-        **options,
-    )
+    try:
+        part = make_partition(
+            d.partition,
+            dataset.y_train,
+            dataset.y_test,
+            d.num_clients,
+            seed=derive_seed(cfg.seed, "partition") % 2**32,
+            **options,
+        )
+    except PartitionError as err:
+        raise err.naming(dataset.classes) from None
+    check_useful_sizes(part, d, len(dataset.y_train))
     prepare = input_preparation(dataset, part.public)
 
     def train_part(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +161,9 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     for cid in wanted:
         tr, te = part.client_train[cid], part.client_test[cid]
         tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
-        learner = make_learner(specs[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m)
+        learner = make_learner(
+            specs[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m, client_id=cid
+        )
         built.append(
             Client(
                 cid,
@@ -169,6 +178,32 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     )
     algorithm = make_algorithm(cfg, natural=bool(dataset.natural), public_probe=probe)
     return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
+
+
+MIN_PUBLIC_ROWS = 5  # fewer samples in U: distillation targets on a handful of points
+MIN_CLIENT_ROWS = 2  # fewer private training rows: a client model learns nothing
+
+
+def check_useful_sizes(part: Partition, d: Any, train_rows: int) -> None:
+    """Refuse a split that leaves U or a client's training data too small to learn from
+    (e.g. data.test_fraction = 0.99), naming the sizes and the settings that set them."""
+    sizes = {cid: len(idx) for cid, idx in enumerate(part.client_train)}
+    small = {cid: n for cid, n in sizes.items() if n < MIN_CLIENT_ROWS}
+    problems = []
+    if len(part.public) < MIN_PUBLIC_ROWS:
+        problems.append(f"|U| = {len(part.public)} rows (at least {MIN_PUBLIC_ROWS} needed)")
+    if small:
+        shown = ", ".join(f"client {c}: {n}" for c, n in list(small.items())[:5])
+        problems.append(
+            f"{len(small)} client(s) hold fewer than {MIN_CLIENT_ROWS} training rows ({shown})"
+        )
+    if problems:
+        raise ConfigError(
+            f"the data leaves too little to learn from: {'; '.join(problems)}; the dataset has "
+            f"{train_rows} training rows (data.test_fraction = {d.test_fraction} of a file's "
+            "rows are test rows): lower data.test_fraction, data.num_clients or "
+            "data.public_fraction, or use more data"
+        )
 
 
 def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

@@ -40,7 +40,7 @@ from cosmosfl.experiment.config import (
     parse_override,
 )
 from cosmosfl.experiment.result import RunResult
-from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, write_atomic
+from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, SUMMARY, RunDirectory, write_atomic
 from cosmosfl.experiment.runner import resumable, resume_experiment, run_experiment
 from cosmosfl.experiment.summary import exclusion_warning
 from cosmosfl.experiment.tracking import Tracker, make_tracker
@@ -315,7 +315,10 @@ def execute_run(
     if state == "unfinished" and resumable(run.path, run.config):
         echo(f"{tag} resuming from its checkpoint")
         return resume_experiment(run.path, progress=progress, tracker=tracker)
-    force = state == "changed" or (run.path / CHECKPOINT).is_file()
+    # A cut-short run of this plan that cannot be resumed (a reference run keeps no
+    # checkpoint) is started over; a folder cosmosfl did not make is still refused.
+    ours = RunDirectory(run.path).ours
+    force = state == "changed" or (run.path / CHECKPOINT).is_file() or ours
     return run_experiment(run.config, run.path, progress=progress, force=force, tracker=tracker)
 
 

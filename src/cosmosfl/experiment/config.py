@@ -37,6 +37,7 @@ from cosmosfl.experiment.schema import (
     flatten,
     identity,
 )
+from cosmosfl.experiment.yamlio import load_yaml
 
 __all__ = [
     "NOT_IDENTITY",
@@ -332,14 +333,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not value.strip():
         return path, None
     try:
-        return path, yaml.safe_load(value)
+        return path, load_yaml(value)
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or type(err).__name__
         raise ConfigError(f"override {text!r}: the value is not valid YAML ({problem})") from None
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    out = yaml.safe_load(yaml.safe_dump(raw)) or {}  # deep copy of plain data
+    out = load_yaml(yaml.safe_dump(raw)) or {}  # deep copy of plain data
     for text in overrides:
         path, value = parse_override(text)
         node = out
@@ -365,7 +366,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        raw = load_yaml(p.read_text(encoding="utf-8")) or {}
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {str(p)!r} is not UTF-8 text ({err.reason})") from None
     except yaml.YAMLError as err:

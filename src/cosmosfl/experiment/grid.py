@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.yamlio import load_yaml
 
 SWEEP_FILE = "sweep.yaml"
 # A float in exponent notation without a dot (1e-3): YAML 1.1, which PyYAML reads, calls it
@@ -55,7 +56,7 @@ def parse_value(text: str, what: str) -> Any:
     if not text.strip():
         raise ConfigError(f"{what}: the value is empty")
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml(text)
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0]
         raise ConfigError(f"{what}: {text!r} is not a valid YAML value ({first})") from None
@@ -80,7 +81,7 @@ def parse_grid(text: str) -> GridAxis:
     if not re.sub(r"[\s,]", "", rhs):
         raise ConfigError(f"--grid {text!r} lists no values; e.g. {key}=V1,V2")
     try:
-        values = yaml.safe_load(f"[{rhs}]")
+        values = load_yaml(f"[{rhs}]")
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0]
         raise ConfigError(
@@ -99,4 +100,4 @@ def parse_grid(text: str) -> GridAxis:
 def read_sweep(out: str | Path) -> dict[str, Any] | None:
     """sweep.yaml of a sweep folder, or None when `out` is not one."""
     path = Path(out) / SWEEP_FILE
-    return yaml.safe_load(path.read_text()) if path.is_file() else None
+    return load_yaml(path.read_text()) if path.is_file() else None

@@ -66,10 +66,13 @@ def make_learner(
     dataset: Dataset,
     seed: int,
     num_classes: int,
+    *,
+    client_id: int | None = None,
 ) -> Learner:
     """The learner of one client: a registry network as a TorchLearner with the `clients`
     section's settings, or what an import path (or short name) builds, wrapped in the learner
-    for its framework."""
+    for its framework. A model factory or class that raises is a one-line ConfigError naming
+    the client and the model."""
     spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
     shape = dataset.sample_shape
     if not spec.registry:
@@ -80,7 +83,19 @@ def make_learner(
             **({"in_features": shape[0]} if len(shape) == 1 else {}),
             **({"in_channels": shape[0], "image_size": shape[1]} if len(shape) == 3 else {}),
         }
-        return as_learner(resolve(spec, context), spec.name, cfg, dataset, seed, num_classes)
+        try:
+            built = resolve(spec, context)
+        except ConfigError:
+            raise
+        except Exception as err:  # the user's own factory or class: one line, not a traceback
+            who = f"client {client_id}: " if client_id is not None else ""
+            text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise ConfigError(
+                f"{who}building model {spec.name!r} raised {type(err).__name__}"
+                f"{': ' + text if text else ''}; fix its arguments in clients.models (or the "
+                "factory itself), then check it with cosmosfl.testing.check_learner"
+            ) from None
+        return as_learner(built, spec.name, cfg, dataset, seed, num_classes)
     if dataset.kind not in model_inputs(spec.name):
         raise ConfigError(
             f"clients.models: {spec.name} takes images, and data.dataset = "

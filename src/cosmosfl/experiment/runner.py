@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.engines import workers as engine_workers
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
-from cosmosfl.engines.simulation import InProcessEngine
+from cosmosfl.engines.simulation import ClientError, InProcessEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
 from cosmosfl.experiment.centralized import run_reference
 from cosmosfl.experiment.checkpoint import (
@@ -35,6 +35,7 @@ from cosmosfl.experiment.config import (
     identity,
     load_config,
 )
+from cosmosfl.experiment.health import check_models, client_failure
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
@@ -75,19 +76,28 @@ def run_experiment(
     force: bool = False,
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
+    strict: bool = False,
 ) -> RunResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete, and a
     checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
-    cfg.tracking asks for) receives every round record."""
+    cfg.tracking asks for) receives every round record. `strict` (the CLI's `--strict`): a
+    rejected reply or a degenerate client model (experiment/health.py) stops the run; without
+    it they are recorded (and degenerate models flagged in summary.json)."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
-    if run_dir is not None and run_dir.finished and not force:
-        run_dir.prepare(cfg, force=False)  # raises the "already finished" error before any work
+    if run_dir is not None:  # a run, or the user's own files, there: refused before any work
+        run_dir.check_free(force=force)
     with _torch_threads(cfg, engine):
-        return _execute(cfg, run_dir, progress, force=force, engine=engine, tracker=tracker)
+        return _execute(
+            cfg, run_dir, progress, force=force, engine=engine, tracker=tracker, strict=strict
+        )
 
 
 def resume_experiment(
-    out: str | Path, *, progress: bool | Reporter = True, tracker: Tracker | None = None
+    out: str | Path,
+    *,
+    progress: bool | Reporter = True,
+    tracker: Tracker | None = None,
+    strict: bool = False,
 ) -> RunResult:
     """Continue an interrupted run from its last complete round.
 
@@ -104,6 +114,13 @@ def resume_experiment(
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir.path} is not a run directory (no {CONFIG})")
     cfg = load_config(config_path)
+    rounds = run_dir.recorded_rounds()
+    if rounds and not (run_dir.path / CHECKPOINT).is_file():
+        raise CheckpointError(
+            f"{run_dir.path} holds {rounds} recorded round(s) but no {CHECKPOINT} (a run on "
+            "an engine without checkpoints, or one killed before its first checkpoint), so it "
+            f"cannot be resumed; start it over with `cosmosfl run --force --out {run_dir.path}`"
+        )
     state = load_checkpoint(run_dir.path)
     if not _same_experiment(state["config"], cfg):
         raise CheckpointError(
@@ -111,7 +128,7 @@ def resume_experiment(
             "restore it, or start a new run"
         )
     with _torch_threads(cfg, None):
-        return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker)
+        return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker, strict=strict)
 
 
 def _same_experiment(config_text: str, cfg: ExperimentConfig) -> bool:
@@ -146,6 +163,7 @@ def _execute(
     checkpoint: dict[str, Any] | None = None,
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
+    strict: bool = False,
 ) -> RunResult:
     start = time.perf_counter()
     if tracker is None:  # a missing tracking package fails here, before any work
@@ -162,22 +180,25 @@ def _execute(
         # The in-process engine's clients are all here: check them against U and the server
         # model before any training (another engine's clients live elsewhere).
         check_federation(exp.algorithm, exp.clients, exp.public_x, seed=cfg.seed)
-    if run_dir is not None and checkpoint is None:
-        run_dir.prepare(cfg, force=force)
-    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    reporter.log(
-        f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
-        f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
-        f"|U| = {len(exp.public_x)}, "
-        f"{cfg.rounds} rounds, seed {cfg.seed}"
-    )
-    torch.manual_seed(cfg.seed)
-    done = list(checkpoint["records"]) if checkpoint is not None else []
-    with tracker.session(cfg, run_dir and run_dir.path, done):
-        result, summary = _run_and_summarize(
-            exp, reporter, run_dir, checkpoint, engine, tracker, start
+    with run_dir.locked() if run_dir is not None else nullcontext():
+        if run_dir is not None and checkpoint is None:
+            run_dir.prepare(cfg, force=force)
+        if run_dir is not None and checkpoint is not None and run_dir.finished:
+            raise CheckpointError(f"{run_dir.path} was finished by another process meanwhile")
+        reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+        reporter.log(
+            f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
+            f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
+            f"|U| = {len(exp.public_x)}, "
+            f"{cfg.rounds} rounds, seed {cfg.seed}"
         )
-        tracker.log_summary(summary)
+        torch.manual_seed(cfg.seed)
+        done = list(checkpoint["records"]) if checkpoint is not None else []
+        with tracker.session(cfg, run_dir and run_dir.path, done):
+            result, summary = _run_and_summarize(
+                exp, reporter, run_dir, checkpoint, engine, tracker, start, strict
+            )
+            tracker.log_summary(summary)
     result.summary = summary  # type: ignore[attr-defined]
     return result
 
@@ -190,10 +211,14 @@ def _run_and_summarize(
     engine: EngineFactory | None,
     tracker: Tracker,
     start: float,
+    strict: bool = False,
 ) -> tuple[RunResult, dict[str, Any]]:
     cfg = exp.config
+    degenerate: dict[int, dict[str, Any]] = {}
     if isinstance(exp.algorithm, Algorithm):
-        result = _run_federated(exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker)
+        result = _run_federated(
+            exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker, strict, degenerate
+        )
     else:  # a reference run (centralized): not a protocol algorithm, see references.py
 
         def on_record(record: dict[str, Any]) -> None:
@@ -219,6 +244,8 @@ def _run_and_summarize(
         ),
     }
     summary = summarize(result, meta, wall_seconds=time.perf_counter() - start)
+    if degenerate:
+        summary["degenerate_clients"] = {str(c): v for c, v in degenerate.items()}
     if result.clusters is not None and exp.partition is not None:
         summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
     if run_dir is not None:
@@ -234,7 +261,11 @@ def _run_federated(
     checkpoint: dict[str, Any] | None = None,
     engine_factory: EngineFactory | None = None,
     tracker: Tracker | None = None,
+    strict: bool = False,
+    degenerate: dict[int, dict[str, Any]] | None = None,
 ) -> RunResult:
+    """The rounds; `degenerate` receives the degenerate client models after the last round
+    (in-process clients only: another engine's clients live elsewhere)."""
     cfg = exp.config
     result = RunResult(algorithm.name, algorithm.reported_model)
     first = 1
@@ -257,6 +288,7 @@ def _run_federated(
             device=cfg.device,
             reporter=reporter,
             options=engine_options(cfg),
+            on_reject="raise" if strict else "record",
         )
         reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
     for notice in cfg.notices:
@@ -265,17 +297,27 @@ def _run_federated(
     try:
         with reporter.running(cfg.rounds):
             for t in range(first, cfg.rounds + 1):
-                record = engine.run_round(algorithm, t, cfg.rounds)
+                try:
+                    record = engine.run_round(algorithm, t, cfg.rounds)
+                except ClientError as err:
+                    raise client_failure(err, exp, run_dir, t) from None
                 result.records.append(record)
-                if run_dir is not None:
-                    run_dir.append_record(record)
-                if tracker is not None:
-                    tracker.log_round(record)
+                if checkpointing and ((strict and t == 1) or t == cfg.rounds):
+                    engine.sync_clients()
+                    check_models(exp, t, cfg.rounds, strict, reporter, degenerate)
+                # The checkpoint (which holds every record so far) is written before the
+                # record is appended to metrics.jsonl: killed between the two, the folder
+                # holds a checkpoint ahead of metrics.jsonl, and --resume rewrites the file
+                # from it; never a record without a checkpoint that holds it.
                 if run_dir is not None and checkpointing:
                     engine.sync_clients()  # trained learners out of worker processes, if any
                     save_checkpoint(
                         run_dir.path, t, algorithm, exp.clients, result.records, config_text
                     )
+                if run_dir is not None:
+                    run_dir.append_record(record)
+                if tracker is not None:
+                    tracker.log_round(record)
     finally:
         close = getattr(engine, "close", None)
         if close is not None:

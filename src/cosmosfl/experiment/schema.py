@@ -72,6 +72,8 @@ class DataConfig:
         "test_fraction": _fraction(0, 1, "neither", note="e.g. 0.2"),
         "image_size": Interval(int, *IMAGE_SIZE_RANGE, note="pixels"),
         "label_column": _text("use a column name, or null for the last column"),
+        "sep": _text("a one-character separator such as ';', or null to sniff it"),
+        "encoding": _text("e.g. utf-8, latin-1, cp1252, or null for UTF-8"),
         "num_clients": Interval(int, 1),
         "validation_fraction": _fraction(0, 1, "left", note="0 = no validation slice"),
         "partition": Options(PARTITIONS),
@@ -97,6 +99,10 @@ class DataConfig:
     # values: "refuse" (an error naming the columns) or "impute" (U's mean, after scaling).
     label_column: str | None = None
     missing: str = "refuse"
+    # Text tables: the separator (null: `,` for .csv, a tab for .tsv, or sniffed from a
+    # header that reads as one column) and the encoding (null: UTF-8).
+    sep: str | None = None
+    encoding: str | None = None
     # Files without a test split (tables, image folders): this stratified fraction of the rows
     # becomes the test set, drawn with a fixed seed (the split belongs to the data, not a run).
     test_fraction: float = 0.2

@@ -26,6 +26,7 @@ from cosmosfl.data.sources import FILE_SPLIT_SEED
 from cosmosfl.data.tabular import TABLE_SUFFIXES
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
+from cosmosfl.experiment.yamlio import load_yaml
 
 if TYPE_CHECKING:
     from cosmosfl.experiment.config import ExperimentConfig
@@ -76,7 +77,7 @@ def read_site_file(path: str | Path) -> Site:
     if not path.is_file():
         raise ConfigError(f"site file {str(path)!r} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"site file {path}: not valid YAML ({err})") from None
     if not isinstance(raw, dict):
@@ -169,6 +170,15 @@ def site_dataset(site: Site, public: PublicSet, labels: tuple[str, ...]) -> Data
         arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
         own = ds.classes
     names = [site.label_map.get(c, c) for c in own]
+    merged = {n: [c for c, m in zip(own, names, strict=True) if m == n] for n in set(names)}
+    merged = {n: cs for n, cs in merged.items() if len(cs) > 1}
+    if merged:
+        listed = "; ".join(f"{cs} -> {n!r}" for n, cs in sorted(merged.items()))
+        raise SiteRefusedError(
+            f"{where}: label_map sends several of this site's labels to one class ({listed}); "
+            "map each label to its own class (or relabel the rows in the file if they really "
+            "are one class)"
+        )
     outside = sorted({n for n in names if n not in labels})
     if outside:
         raise SiteRefusedError(
@@ -207,7 +217,12 @@ def build_site_client(
         derive_seed(cfg.seed, "val", site_id),
     )
     learner = make_learner(
-        site.model, cfg, ds, derive_seed(cfg.seed, "client", site_id), len(labels)
+        site.model,
+        cfg,
+        ds,
+        derive_seed(cfg.seed, "client", site_id),
+        len(labels),
+        client_id=site_id,
     )
     client = Client(
         site_id,
@@ -277,6 +292,8 @@ def run_public(cfg: ExperimentConfig, who: str = "the server") -> PublicSet:
         label_column=s.label_column,
         missing=cfg.data.missing,
         who=who,
+        sep=cfg.data.sep,
+        encoding=cfg.data.encoding,
     )
 
 

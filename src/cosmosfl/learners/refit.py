@@ -254,10 +254,22 @@ class RefitLearner(Learner):
             f"{constant:.3f} on the training rows, log-loss {prior_loss:.3g})"
         )
         if model is None:
+            kept = (
+                "the previous model stays"
+                if previous is not None
+                else "there is no previous model, so this client predicts the uniform "
+                "distribution (every class alike) until a refit is accepted"
+            )
+            broken = all("non-finite" in t for t in tried)
+            fix = (
+                "the estimator's predict_proba returns NaN or inf: fix the estimator (check it "
+                "with cosmosfl.testing.check_learner)"
+                if broken
+                else "lower the estimator's learning rate, or raise divergence_tolerance"
+            )
             warnings.warn(
-                f"{name}: the refit diverged and was rejected; the previous model stays. "
-                f"Accuracy at learning-rate {'; '.join(tried)} {rule}. Lower the estimator's "
-                "learning rate, or raise divergence_tolerance",
+                f"{name}: the refit diverged and was rejected; {kept}. "
+                f"Accuracy at learning-rate {'; '.join(tried)} {rule}. To fix: {fix}",
                 UserWarning,
                 stacklevel=3,
             )

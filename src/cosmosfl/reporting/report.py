@@ -91,6 +91,9 @@ def write_report(root: str | Path) -> Report:
     rows = accuracy_rows(runset)
     comm = communication_rows(runset)
     table = table_markdown(runset, rows)
+    flagged = degenerate_notes(runset)
+    if flagged:  # a broken client model must not pass as a weak result
+        table += "\n" + "".join(f"- **flagged**: {n}\n" for n in flagged)
     texts = {"table.md": table, "table.tex": table_latex(runset, rows)}
     texts["communication.md"] = communication_markdown(runset, comm)
     gains = client_gains(runset, rows)
@@ -103,7 +106,7 @@ def write_report(root: str | Path) -> Report:
         write_atomic(runset.root / name, text)
     files = [runset.root / name for name in texts]
     files.append(plot_curves(runset, runset.root / "curves.png"))
-    notes = [f"unfinished run ignored: {p}" for p in runset.unfinished]
+    notes = [f"unfinished run ignored: {p}" for p in runset.unfinished] + flagged
     clusters = plot_clusters(runset, runset.root / "clusters.png")
     files += [clusters] if clusters else []
     notes += [] if clusters else ["clusters.png not written: no run with clusters and true groups"]
@@ -113,6 +116,22 @@ def write_report(root: str | Path) -> Report:
         notes.append(f"{GAINS_MD} and {GAINS_PNG} not written: {gains.notes[0]}")
     notes += gains.notes if gains.rows else gains.notes[1:]
     return Report(rows, comm, files, notes, table, gains)
+
+
+def degenerate_notes(runset: RunSet) -> list[str]:
+    """One line per run whose summary flags degenerate client models (`degenerate_clients`)."""
+    out = []
+    for name, runs in runset.runs.items():
+        for run in runs:
+            bad = run.summary.get("degenerate_clients") or {}
+            if bad:
+                first = next(iter(bad))
+                out.append(
+                    f"{name} seed {run.seed}: {len(bad)} degenerate client model(s) (client "
+                    f"{first}, {bad[first]['model']!r}: {bad[first]['reason']}); its accuracy "
+                    "is that of a broken model"
+                )
+    return out
 
 
 __all__ = [  # the report's own names, and those of runset, stats and tables it re-exports

@@ -43,6 +43,12 @@ from cosmosfl.testing._algorithm import (
     AlgorithmCheckReport,
     check_algorithm,
 )
+from cosmosfl.testing._columns import (
+    _check_column_order,
+    _check_distill_uses_weights,
+    _check_missing_class_columns,
+    _check_state_after_distill,
+)
 from cosmosfl.testing._contract import (
     _check_bad_shapes_raise,
     _check_distill_moves_toward_targets,
@@ -110,6 +116,10 @@ _PLAN: tuple[tuple[Callable[..., None], tuple[str, ...]], ...] = (
         ("fit_learns", "predict_proba", "distill_moves_toward_targets"),
     ),
     (_check_state_round_trip, ("predict_proba",)),
+    (_check_column_order, ("predict_proba",)),
+    (_check_missing_class_columns, ("predict_proba",)),
+    (_check_distill_uses_weights, ("predict_proba", "distill_moves_toward_targets")),
+    (_check_state_after_distill, ("predict_proba", "state_round_trip")),
     (_check_bad_shapes_raise, ()),
     (_check_inputs_unchanged, ("predict_proba",)),
 )
@@ -144,8 +154,10 @@ def check_learner(
     the targets matters, not only their argmax (skipped for a learner whose
     `uses_soft_targets` is False, with its `soft_targets_reason`); what `distill` taught
     survives the next `fit`; the state from `get_state` restores the predictions and the
-    continuation (as resuming a run needs) and pickles; inputs are not modified; mismatched
-    shapes raise ValueError. A check whose prerequisite failed is skipped and listed.
+    continuation (as resuming a run needs) and pickles, also after `distill`; column j of
+    `predict_proba` is class j (a planted class permutation; training data missing a class);
+    `distill` uses its weights; inputs are not modified; mismatched shapes raise ValueError.
+    Every failure names the method to fix. A check whose prerequisite failed is skipped and listed.
 
     Raises LearnerCheckError listing every failed (and skipped) check; returns a
     LearnerCheckReport.

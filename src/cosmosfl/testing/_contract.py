@@ -12,6 +12,7 @@ import numpy as np
 
 from cosmosfl.core.protocol import PROBS, SIMPLEX_ATOL
 from cosmosfl.learners.base import Learner
+from cosmosfl.testing._columns import column_order_message, misplaced_columns
 from cosmosfl.testing._support import (
     SAME_ATOL,
     _Data,
@@ -49,8 +50,12 @@ def _check_fit_learns(make, data: _Data, *, seed: int, epochs: int, **_: Any) ->
             f"fit returned {metrics!r}: return a dict of metric name -> number (e.g. "
             '{"loss": 0.3}; an empty dict is fine)'
         )
-    top1 = float((learner.predict_proba(data.x).argmax(axis=1) == data.y).mean())
+    probs = learner.predict_proba(data.x)
+    top1 = float((np.asarray(probs).argmax(axis=1) == data.y).mean())
     chance = 1.0 / data.num_classes
+    moved = misplaced_columns(np.asarray(probs), data.y) if top1 <= 1.5 * chance else {}
+    if moved:  # fit learnt; predict_proba reads the classes out in another order
+        raise _Failed(column_order_message(moved, "on its training rows"))
     if top1 <= 1.5 * chance:
         raise _Failed(
             f"after fit({epochs} epochs) the training accuracy is {top1:.3f}, near chance "
