@@ -43,9 +43,7 @@ def test_deploy_mix_records_each_clients_alpha_and_alpha_1_is_its_own_model(runs
             if a["alpha"] == 1.0:
                 assert ours["accuracy"]["deployed"][cid] == ours["accuracy"]["client_model"][cid]
     # The mix sends h_π(i)'s predictions on each client's rows: more bytes down than "own".
-    assert sum(mix.records[-1]["bytes_down"].values()) > sum(
-        own.records[-1]["bytes_down"].values()
-    )
+    assert sum(mix.records[-1]["bytes_down"].values()) > sum(own.records[-1]["bytes_down"].values())
 
 
 def test_validated_records_server_fidelity_and_every_gate_decision(runs):
