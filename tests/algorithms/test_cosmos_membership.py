@@ -40,8 +40,8 @@ def test_cosmos_group_missing_the_clustering_gets_its_own_cluster(clustering):
     engine, _ = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c in pair else None)
     # The paper's recipe: the clustered clients distil their cluster models, so in round 2
     # their soft labels speak their clusters' classes and the late pair is B0-close to none.
-    # (With the validated recipe these tiny models refuse every step and stay near-uniform
-    # local models, close enough to B0 that the pair may join a cluster.)
+    # (With the validated recipe a client may refuse those steps and keep its local model,
+    # whose soft labels can lie within B0 of the late pair's: the premise does not hold.)
     algo = ALGORITHMS["cosmos"](recipe="paper")
     algo.clustering = clustering
     with torch.random.fork_rng(devices=[]):
