@@ -129,12 +129,12 @@ def test_header_says_what_auto_chose(monkeypatch):
     assert parallelism(cfg) == (2, 1)
     assert describe_parallelism(cfg) == (  # show-config: the data is not loaded
         "workers: auto (2 usable cores, 10 clients) -> up to 2 worker processes "
-        "(serial when the data is small), 1 torch thread each"
+        "(serial when the work is small), 1 torch thread each"
     )
     assert describe_parallelism(cfg, workers=2) == (  # the run header: the engine's choice
         "workers: auto (2 usable cores, 10 clients) -> 2 worker processes, 1 torch thread each"
     )
-    assert "serial in this process (the data is small" in describe_parallelism(cfg, workers=1)
+    assert "serial in this process (the work is small" in describe_parallelism(cfg, workers=1)
     serial = load_config("configs/default.yaml", ["workers=1", "threads=null"])
     assert parallelism(serial) == (1, None)  # today's serial run: torch's default threads
     assert describe_parallelism(serial).startswith("workers: 1 -> serial in this process")
