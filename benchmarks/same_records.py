@@ -11,8 +11,9 @@ Each revision runs from its own tree (`git worktree add --detach` into a tempora
 working tree itself for `--new` when it is not given, uncommitted changes included), with
 PYTHONPATH at that tree's `src` and the Python running this script. The runs are `cosmosfl run`
 on the digits config of the tree that runs them (configs/default.yaml, or `--config`, a path
-in each tree) with `rounds` overridden (and `--new-set key=value` on the new tree's config
-only: a setting that must be spelled differently there to mean the same), one per algorithm, plus `simulate`: COSMOS through the Python API (`simulate` with
+in each tree) with `rounds` overridden, `--set key=value` on both configs and `--new-set
+key=value` on the new tree's only (a setting that must be spelled differently there to mean
+the same), one per algorithm, plus `simulate`: COSMOS through the Python API (`simulate` with
 a default `Cosmos`), which the command line does not exercise. Exit status 0 when every run's
 records are identical, 1 with the first difference of each run that differs otherwise.
 """
@@ -73,7 +74,7 @@ def _config(
     cfg["rounds"] = rounds
     if options.data_dir:
         cfg.setdefault("data", {})["data_dir"] = str(Path(options.data_dir).resolve())
-    for setting in options.new_set if new else []:
+    for setting in [*options.set, *(options.new_set if new else [])]:
         key, _, value = setting.partition("=")
         *parents, last = key.split(".")
         node = cfg
@@ -181,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         "--config", default="configs/default.yaml", help="config file, a path in each tree"
     )
     parser.add_argument("--data-dir", default=None, help="sets data.data_dir")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=YAML",
+        help="a dotted setting for both trees' configs (repeatable)",
+    )
     parser.add_argument(
         "--new-set",
         action="append",
