@@ -8,14 +8,14 @@ Run by hand (minutes), not a test. Three parts:
 
 - `rounds`: COSMOS on `configs/satellite-mixed.yaml` (21 sites of 7 frameworks, 6 classes) and
   on a many-class table, EMNIST-balanced's 47 classes as pixel-vector rows (the 28x28 images of
-  `emnist_balanced_partial.npz` average-pooled by `--pool`, 4 -> 7x7 = 49 values, written to a
-  CSV in a temporary folder; 14 sites of the same 7 frameworks in 2 class groups), `--rounds`
-  rounds each, by the revision `--old` (a `git worktree add --detach` in a temporary folder)
-  and by the working tree, each `cosmosfl run` in its own process with PYTHONPATH at that
-  tree's `src`. Old and new alternate (old, new, old, new for `--repeats 2`), so both see the
-  same load on a shared machine. Printed: seconds per phase of every round (the records'
-  `seconds`), the old/new ratio of each round's total, and the peak RSS of the run's main
-  process and of its largest worker process.
+  `emnist_balanced_partial.npz` average-pooled by `--pool`, 4 -> 7x7 = 49 values, the first
+  `--per-class` rows of each class, written to a CSV in a temporary folder; 14 sites of the same
+  7 frameworks in 2 class groups), `--rounds` rounds each, by the revision `--old` (a `git
+  worktree add --detach` in a temporary folder) and by the working tree, each `cosmosfl run` in
+  its own process with PYTHONPATH at that tree's `src`. Old and new alternate (old, new, old,
+  new for `--repeats 2`), so both see the same load on a shared machine. Printed: seconds per
+  phase of every round (the records' `seconds`), the old/new ratio of each round's total, and
+  the peak RSS of the run's main process and of its largest worker process.
 - `memory`: each framework's peak memory for one client's round of work (fit on its private
   rows, distill on U toward soft targets that give every class some mass, fit again), in a
   fresh process per (revision, table, framework): the peak RSS above the process's RSS before
@@ -93,13 +93,18 @@ if __name__ == "__main__":
 """
 
 
-def write_emnist_table(data_dir: Path, into: Path, pool: int) -> Path:
-    """EMNIST-balanced (partial) as a CSV of pooled pixel rows and a class column."""
+def write_emnist_table(data_dir: Path, into: Path, pool: int, per_class: int = 0) -> Path:
+    """EMNIST-balanced (partial) as a CSV of pooled pixel rows and a class column (the first
+    `per_class` rows of each class when given)."""
     import numpy as np
 
     d = np.load(data_dir / "emnist_balanced_partial.npz")
     x = np.concatenate([d["x_train"], d["x_test"]]).astype(np.float32)[..., 0]
     y = np.concatenate([d["y_train"], d["y_test"]])
+    if per_class:
+        keep = np.concatenate([np.nonzero(y == c)[0][:per_class] for c in np.unique(y)])
+        keep.sort()
+        x, y = x[keep], y[keep]
     n, h, w = x.shape
     x = x.reshape(n, h // pool, pool, w // pool, pool).mean(axis=(2, 4)).reshape(n, -1)
     names = [f"p{i}" for i in range(x.shape[1])]
@@ -189,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="rounds,memory,scaling")
     parser.add_argument("--sites", default="21,50,100")
     parser.add_argument("--pool", type=int, default=4, help="EMNIST pixels pooled per side")
+    parser.add_argument(
+        "--per-class", type=int, default=0, help="EMNIST rows per class (0: all 9,424 rows)"
+    )
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir).resolve()
     parts = set(args.parts.split(","))
@@ -199,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         data.mkdir()
         (data / "satellite.csv").symlink_to(data_dir / "satellite.csv")
         if "emnist47" in tables:
-            write_emnist_table(data_dir, data, args.pool)
+            write_emnist_table(data_dir, data, args.pool, args.per_class)
         cfgs = configs(base, data, args.rounds)
         trees = {"new": REPO}
         if parts & {"rounds", "memory"}:
