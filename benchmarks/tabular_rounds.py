@@ -15,7 +15,8 @@ Run by hand (minutes), not a test. Three parts:
   its own process with PYTHONPATH at that tree's `src`. Old and new alternate (old, new, old,
   new for `--repeats 2`), so both see the same load on a shared machine. Printed: seconds per
   phase of every round (the records' `seconds`), the old/new ratio of each round's total, and
-  the peak RSS of the run's main process and of its largest worker process.
+  the peak RSS of the run's main process (worker processes are forked by a forkserver, so their
+  peaks are not counted there; the `memory` part measures a client's work alone).
 - `memory`: each framework's peak memory for one client's round of work (fit on its private
   rows, distill on U toward soft targets that give every class some mass, fit again), in a
   fresh process per (revision, table, framework): the peak RSS above the process's RSS before
@@ -180,8 +181,9 @@ def print_rounds(table: str, results: dict[str, list[dict[str, Any]]]) -> None:
             print(f"| {r + 1} | {bold}{phase}{bold} | {old:.1f} | {new:.1f} | {ratio} |")
     for side in ("old", "new"):
         main = max(x["main_kib"] for x in results[side]) / 1024
-        worker = max(x["worker_kib"] for x in results[side]) / 1024
-        print(f"peak RSS {side}: main process {main:.0f} MiB, largest worker {worker:.0f} MiB")
+        # Worker processes are forked by a forkserver, not by the run's process: their peaks
+        # are not in its RUSAGE_CHILDREN (the `memory` part measures a client's work alone).
+        print(f"peak RSS {side}: main process {main:.0f} MiB")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
             if "scaling" in parts:
                 print("\n## satellite.csv among N sites (working tree): seconds per round")
-                print("| sites | round 1 s | later rounds s | peak RSS main / worker MiB |")
+                print("| sites | round 1 s | later rounds s | peak RSS of the main process MiB |")
                 print("|---|---|---|---|")
                 for sites in [int(s) for s in args.sites.split(",")]:
                     got = run(
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"| {sites} | {got['seconds'][0]['total']:.1f} | "
                         f"{statistics.mean(later) if later else float('nan'):.1f} | "
-                        f"{got['main_kib'] / 1024:.0f} / {got['worker_kib'] / 1024:.0f} |"
+                        f"{got['main_kib'] / 1024:.0f} |"
                     )
         finally:
             if "old" in trees:
