@@ -144,3 +144,16 @@ def test_objective_route_checkpoints_and_continues_boosting(cls):
 def test_unknown_soft_targets_route_is_refused(cls):
     with pytest.raises(ValueError, match="soft_targets"):
         cls(num_classes=3, soft_targets="weights")
+
+
+def test_a_model_that_cannot_split_predicts_the_class_frequencies(cls):
+    # Constant features (for LightGBM also 30 rows, under its min_data_in_leaf of 20 a side):
+    # no tree can split, and the model is the built-in objective's, the class frequencies.
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(30, 5)).astype(np.float32), rng.choice(4, 30)
+    frequencies = np.bincount(y, minlength=4) / 30
+    inputs = [np.ones_like(x)] + ([x] if cls is LightGBMLearner else [])
+    for rows in inputs:
+        model = cls(num_classes=4)
+        model.fit(rows, y)
+        np.testing.assert_allclose(model.predict_proba(rows[:3]), [frequencies] * 3, atol=1e-4)

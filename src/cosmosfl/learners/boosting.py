@@ -393,6 +393,9 @@ class LightGBMLearner(_BoosterLearner):
     ) -> Any:
         params = self._native(lr_scale)
         params["objective"] = "none"  # the Dataset's copy: a callable is no Dataset parameter
+        # Keep features no split can use (a site with fewer rows than min_data_in_leaf): with
+        # none left, a custom objective's update fails where the built-in grows constant trees.
+        params["feature_pre_filter"] = False
         # The label column is unused by the objective (the targets live in it); the weights
         # are applied by the objective, so the Dataset gets none (lightgbm would not apply
         # them to a custom objective's gradients either).
@@ -403,6 +406,13 @@ class LightGBMLearner(_BoosterLearner):
         # With init_model, lightgbm starts from the raw scores of its trees; the objective adds
         # the same base, so a continued model stays consistent.
         return self._lgb.train(params, data, num_boost_round=rounds, init_model=start)
+
+    def _train_rows(self, rows: TrainingRows, *, lr_scale: float, init: Any) -> Any:
+        if self.soft_targets == "objective" and not np.ptp(rows.x, axis=0).any():
+            # Every feature constant: no tree can split, and lightgbm refuses a custom
+            # objective on no features; the built-in objective's constant model is the same.
+            return self._train(rows.copies_x(), rows.y, rows.w, lr_scale=lr_scale, init=None)
+        return super()._train_rows(rows, lr_scale=lr_scale, init=init)
 
     def _num_rounds(self, model: Any) -> int:
         booster = model.booster if isinstance(model, SoftBooster) else model
