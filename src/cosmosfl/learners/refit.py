@@ -1,9 +1,10 @@
 """RefitLearner: the shared machinery of learners trained by (re)fitting whole models.
 
 Estimators and gradient-boosted trees cannot take a gradient step toward soft targets the way a
-network can, so they learn soft targets as *weighted copies* of the public rows, remember the
-latest distilled targets so later fits keep them, and guard every refit against divergence.
-SklearnLearner, XGBoostLearner and LightGBMLearner are built on it.
+network can, so they refit on the private rows plus the public rows' soft targets (scikit-learn
+estimators as *weighted copies* of the public rows, the boosters through a soft-label
+objective), remember the latest distilled targets so later fits keep them, and guard every
+refit against divergence. SklearnLearner, XGBoostLearner and LightGBMLearner are built on it.
 """
 
 from __future__ import annotations
