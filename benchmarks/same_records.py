@@ -3,12 +3,17 @@ their metrics.jsonl compared line by line without the timing fields.
 
     python benchmarks/same_records.py                       # main against the working tree
     python benchmarks/same_records.py --old 390aab2 --new HEAD -a cosmos,local
+    python benchmarks/same_records.py --old 30a0cf6 -a cosmos --rounds 3 \
+        --config configs/satellite-mixed.yaml --data-dir ../shared/data \
+        --new-set 'clients.models={...}'   # the new tree's config changed where names moved
 
 Each revision runs from its own tree (`git worktree add --detach` into a temporary folder; the
 working tree itself for `--new` when it is not given, uncommitted changes included), with
 PYTHONPATH at that tree's `src` and the Python running this script. The runs are `cosmosfl run`
-on the digits config of the tree that runs them (configs/default.yaml) with `rounds`
-overridden, one per algorithm, plus `simulate`: COSMOS through the Python API (`simulate` with
+on the digits config of the tree that runs them (configs/default.yaml, or `--config`, a path
+in each tree) with `rounds` overridden, `--set key=value` on both configs and `--new-set
+key=value` on the new tree's only (a setting that must be spelled differently there to mean
+the same), one per algorithm, plus `simulate`: COSMOS through the Python API (`simulate` with
 a default `Cosmos`), which the command line does not exercise. Exit status 0 when every run's
 records are identical, 1 with the first difference of each run that differs otherwise.
 """
@@ -60,11 +65,22 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def _config(tree: Path, algorithm: str, rounds: int) -> dict[str, Any]:
+def _config(
+    tree: Path, algorithm: str, rounds: int, options: argparse.Namespace, new: bool
+) -> dict[str, Any]:
     import yaml
 
-    cfg = yaml.safe_load((tree / "configs" / "default.yaml").read_text())
+    cfg = yaml.safe_load((tree / options.config).read_text())
     cfg["rounds"] = rounds
+    if options.data_dir:
+        cfg.setdefault("data", {})["data_dir"] = str(Path(options.data_dir).resolve())
+    for setting in [*options.set, *(options.new_set if new else [])]:
+        key, _, value = setting.partition("=")
+        *parents, last = key.split(".")
+        node = cfg
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(value)
     if algorithm != "cosmos":  # the default config's algorithm section is COSMOS's
         cfg["algorithm"] = {"name": algorithm, "pretrain_epochs": 2, "local_epochs": 1}
     if algorithm in HOMOGENEOUS:
@@ -72,7 +88,14 @@ def _config(tree: Path, algorithm: str, rounds: int) -> dict[str, Any]:
     return cfg
 
 
-def run_all(tree: Path, out: Path, algorithms: list[str], rounds: int) -> dict[str, Path]:
+def run_all(
+    tree: Path,
+    out: Path,
+    algorithms: list[str],
+    rounds: int,
+    options: argparse.Namespace,
+    new: bool = False,
+) -> dict[str, Path]:
     """Each algorithm's metrics.jsonl written by the cosmosfl in `tree`."""
     import yaml
 
@@ -86,7 +109,9 @@ def run_all(tree: Path, out: Path, algorithms: list[str], rounds: int) -> dict[s
             cmd = [sys.executable, "-c", SIMULATE, str(run_dir / "metrics.jsonl"), str(rounds)]
         else:
             config = out / f"{name}.yaml"
-            config.write_text(yaml.safe_dump(_config(tree, name, rounds)))
+            config.write_text(
+                yaml.safe_dump(_config(tree, name, rounds, options, new), sort_keys=False)
+            )
             cmd = [sys.executable, "-c", RUN, "run", "--config", str(config)]
             cmd += ["--out", str(run_dir)]
         done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
@@ -153,6 +178,24 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated; `simulate` is COSMOS through the Python API",
     )
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--config", default="configs/default.yaml", help="config file, a path in each tree"
+    )
+    parser.add_argument("--data-dir", default=None, help="sets data.data_dir")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=YAML",
+        help="a dotted setting for both trees' configs (repeatable)",
+    )
+    parser.add_argument(
+        "--new-set",
+        action="append",
+        default=[],
+        metavar="KEY=YAML",
+        help="a dotted setting for the new tree's config only (repeatable)",
+    )
     args = parser.parse_args(argv)
     algorithms = args.algorithms.split(",")
     with tempfile.TemporaryDirectory(prefix="same-records-") as tmp:
@@ -163,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             new_tree = _tree(args.new, base / "new-tree")
             if args.new is not None:
                 trees.append(new_tree)
-            old = run_all(old_tree, base / "old", algorithms, args.rounds)
-            new = run_all(new_tree, base / "new", algorithms, args.rounds)
+            old = run_all(old_tree, base / "old", algorithms, args.rounds, args)
+            new = run_all(new_tree, base / "new", algorithms, args.rounds, args, new=True)
         finally:
             for tree in trees:
                 subprocess.run(

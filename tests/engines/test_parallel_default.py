@@ -129,14 +129,91 @@ def test_header_says_what_auto_chose(monkeypatch):
     assert parallelism(cfg) == (2, 1)
     assert describe_parallelism(cfg) == (  # show-config: the data is not loaded
         "workers: auto (2 usable cores, 10 clients) -> up to 2 worker processes "
-        "(serial when the data is small), 1 torch thread each"
+        "(serial when the work is small), 1 torch thread each"
     )
     assert describe_parallelism(cfg, workers=2) == (  # the run header: the engine's choice
         "workers: auto (2 usable cores, 10 clients) -> 2 worker processes, 1 torch thread each"
     )
-    assert "serial in this process (the data is small" in describe_parallelism(cfg, workers=1)
+    assert "serial in this process (the work is small" in describe_parallelism(cfg, workers=1)
     serial = load_config("configs/default.yaml", ["workers=1", "threads=null"])
     assert parallelism(serial) == (1, None)  # today's serial run: torch's default threads
     assert describe_parallelism(serial).startswith("workers: 1 -> serial in this process")
     with pytest.raises(ConfigError, match="workers = 'many'"):
         load_config("configs/default.yaml", ["workers=many"])
+
+
+def _refit_federation(learner, clients=21, rows=200, public=1030, features=36, classes=6):
+    """Clients of satellite-mixed's size: `rows` private rows each, U of `public` rows."""
+    from cosmosfl.client import Client
+
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(clients):
+        x = rng.normal(size=(rows, features)).astype(np.float32)
+        y = rng.integers(0, classes, rows)
+        out.append(Client(i, learner(classes), (x, y), (x[:10], y[:10])))
+    return out, rng.normal(size=(public, features)).astype(np.float32)
+
+
+def test_auto_weighs_refit_work_not_bytes(monkeypatch):
+    from sklearn.linear_model import LogisticRegression
+
+    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.workers import AUTO_MIN_VALUES, round_work
+    from cosmosfl.learners import SklearnLearner, TorchLearner
+    from cosmosfl.models import build_model
+
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 2)
+
+    def refit(m):
+        return SklearnLearner(LogisticRegression(random_state=0), num_classes=m)
+
+    def torch(m):
+        net = build_model("mlp", in_features=36, num_classes=m, seed=0)
+        return TorchLearner(net, num_classes=m)
+
+    clients, public_x = _refit_federation(refit)
+    # The bytes alone (private inputs plus U per client) stay under the bar ...
+    assert sum(c.train[0].size + public_x.size for c in clients) < AUTO_MIN_VALUES
+    # ... the refits over U's soft targets do not: workers pay.
+    assert round_work(clients, public_x) > 5 * AUTO_MIN_VALUES
+    engine = SimulationEngine(clients, public_x, workers="auto")
+    try:
+        assert engine.workers == 2
+    finally:
+        engine.close()
+    clients, public_x = _refit_federation(torch)
+    assert SimulationEngine(clients, public_x, workers="auto").workers == 1
+
+
+def test_auto_keeps_the_digits_demo_serial_and_runs_satellite_mixed_in_workers(
+    monkeypatch, request
+):
+    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.experiment.build import build_experiment
+
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 2)
+    monkeypatch.chdir(request.config.rootpath)
+    demo = build_experiment(load_config("configs/demo.yaml"))  # 2 logistic regressions
+    assert SimulationEngine(demo.clients, demo.public_x, workers="auto").workers == 1
+    data = os.environ.get("COSMOSFL_DATA_DIR") or str(
+        request.config.rootpath.parent / "shared/data"
+    )
+    if not os.path.exists(os.path.join(data, "satellite.csv")):
+        pytest.skip(f"satellite.csv not found in {data}: the real data folder is absent")
+    cfg = load_config("configs/satellite-mixed.yaml", [f"data.data_dir={data}"])
+    tabular = build_experiment(cfg)
+    engine = SimulationEngine(tabular.clients, tabular.public_x, workers="auto")
+    try:
+        assert engine.workers == 2
+    finally:
+        engine.close()
+
+
+def test_refit_learners_give_serial_records_in_workers(monkeypatch, request):
+    pytest.importorskip("xgboost")
+    pytest.importorskip("lightgbm")
+    monkeypatch.chdir(request.config.rootpath)
+    mixed = "clients.models={logistic_regression: 0.34, xgboost: 0.33, lightgbm: 0.33}"
+    serial = run([mixed, "workers=1", "threads=1"])
+    assert run([mixed, "workers=2"]) == serial

@@ -27,7 +27,7 @@ from cosmosfl.engines.base import ParticipationError as ParticipationError  # it
 from cosmosfl.engines.faults import FaultConfig, crash_reply
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter
-from cosmosfl.engines.workers import WorkerPool, resolve_workers
+from cosmosfl.engines.workers import WorkerPool, resolve_workers, round_work
 from cosmosfl.handlers.base import ClientHandlers, handlers_for
 from cosmosfl.learners.base import Learner
 
@@ -88,7 +88,8 @@ class InProcessEngine(BaseFederation):
         never stop a run. A step answered by fewer than `min_participation` of the clients it
         addressed ends the run (ParticipationError). `workers` > 1 serves clients from that
         many processes, `threads` torch threads each (engines/workers.py; "auto": one per
-        usable core, at most one per client, serial for small data, AUTO_MIN_VALUES); the
+        usable core, at most one per client, serial when the round's work is small:
+        `round_work` below AUTO_MIN_VALUES); the
         algorithm's `map_public` work (COSMOS's cluster models) runs there too.
         `sync_clients()` / `close()` bring the trained learners back.
         `strict`: an exception raised by client code stops the run with its traceback
@@ -133,11 +134,9 @@ class InProcessEngine(BaseFederation):
             options=options,
         )
         self.strict = strict
-        values = sum(np.asarray(c.train[0]).size for c in clients) + len(ids) * public_x.size
+        work = round_work(list(self._clients.values()), public_x)
         self.workers = min(
-            resolve_workers(
-                options.workers, len(ids), threads=options.threads, data_values=int(values)
-            ),
+            resolve_workers(options.workers, len(ids), threads=options.threads, data_values=work),
             len(ids),
         )
         self._pool = (

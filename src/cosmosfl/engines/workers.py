@@ -32,6 +32,7 @@ import numpy as np
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
 from cosmosfl.handlers.base import ClientHandlers
+from cosmosfl.learners.refit import RefitLearner
 
 AUTO = "auto"
 
@@ -44,13 +45,30 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-# "auto" stays serial below this many input values (private training inputs of all clients
-# plus U once per client, what a round's client work reads at least once). Which way it goes
-# changes no record (auto runs one torch thread per process either way), only time: on
-# scikit-learn's digits (0.3 M values) two workers gained nothing after their start-up on
+# "auto" stays serial below this much work per round, counted in input values a round's client
+# work processes (`round_work`). Which way it goes changes no record (auto runs one torch
+# thread per process either way), only time: on scikit-learn's digits (0.3 M values read, two
+# of ten clients logistic regressions) two workers gained nothing after their start-up on
 # 2 cores, on the CIFAR-10 CPU config (43 M) they made a round 1.29x faster than today's
-# serial default (benchmarks/README.md, "Parallel by default").
+# serial default (benchmarks/README.md, "Parallel by default"); satellite-mixed's 15 refit
+# learners (~11 M) gain from them (benchmarks/README.md, "Tabular rounds").
 AUTO_MIN_VALUES = 1_000_000
+
+
+def round_work(clients: Sequence[Client], public_x: np.ndarray) -> int:
+    """Rough input values one round of client work processes: every client reads its private
+    inputs and U, and a refit learner (scikit-learn, XGBoost, LightGBM) refits twice on its
+    private rows plus U's soft targets (`RefitLearner.refit_work`), which reading alone
+    undercounts by the number of classes and more."""
+    public_x = np.asarray(public_x)
+    features = int(np.prod(public_x.shape[1:])) if public_x.ndim > 1 else 1
+    total = 0.0
+    for client in clients:
+        private = np.asarray(client.train[0])
+        total += private.size + public_x.size
+        if isinstance(client.learner, RefitLearner):
+            total += client.learner.refit_work(len(private), len(public_x), features)
+    return int(total)
 
 
 def resolve_workers(
@@ -58,7 +76,8 @@ def resolve_workers(
 ) -> int:
     """The number of worker processes `workers` asks for: an integer as it is, "auto" one per
     usable core (`threads` cores per worker), at most one per client, and 1 (serial) when
-    `data_values` (the federation's input values, when known) is below AUTO_MIN_VALUES."""
+    `data_values` (the federation's work per round, `round_work`, when known) is below
+    AUTO_MIN_VALUES."""
     if workers == AUTO:
         if data_values is not None and data_values < AUTO_MIN_VALUES:
             return 1

@@ -53,7 +53,8 @@ def simulate(
     `workers` > 1 runs clients (and COSMOS's cluster models) in that many processes, one torch
     thread each and one in this process during the run: the records of a serial run with
     `torch.set_num_threads(1)`; "auto" takes one per usable core, at most one per client,
-    serial on one core or for small data, one thread either way (the clients must pickle,
+    serial on one core or for small work (engines/workers.py, `round_work`), one thread
+    either way (the clients must pickle,
     and a script must guard its entry point with `if __name__ == "__main__":`, as for any
     multiprocessing). An algorithm that trains server models from the registry (COSMOS) and
     has no `server_learner` gets the one its server_* settings describe

@@ -368,7 +368,7 @@ def describe_parallelism(
     cfg: ExperimentConfig, num_clients: int | None = None, *, workers: int | None = None
 ) -> str:
     """One line for the run header (`workers`: what the engine chose) and show-config (the
-    data not loaded: "up to", auto stays serial for small data): what `workers` resolves to."""
+    data not loaded: "up to", auto stays serial for small work): what `workers` resolves to."""
     n = cfg.data.num_clients if num_clients is None else num_clients
     most, threads = parallelism(cfg, n)
     if threads is None:
@@ -376,11 +376,11 @@ def describe_parallelism(
     else:
         per = f"{threads} torch thread{'s' if threads > 1 else ''}"
     if workers is None and cfg.workers == "auto" and most > 1:
-        how = f"up to {most} worker processes (serial when the data is small)"
+        how = f"up to {most} worker processes (serial when the work is small)"
     elif (most if workers is None else workers) == 1:
         how = "serial in this process"
         if cfg.workers == "auto" and most > 1:
-            how += " (the data is small: worker start-up would cost more than it saves)"
+            how += " (the work is small: worker start-up would cost more than it saves)"
     else:
         how = f"{most if workers is None else workers} worker processes"
     each = " each" if "worker processes" in how and threads is not None else ""

@@ -1,20 +1,42 @@
 """RefitLearner: the shared machinery of learners trained by (re)fitting whole models.
 
 Estimators and gradient-boosted trees cannot take a gradient step toward soft targets the way a
-network can, so they learn soft targets as *weighted copies* of the public rows, remember the
-latest distilled targets so later fits keep them, and guard every refit against divergence.
-SklearnLearner, XGBoostLearner and LightGBMLearner are built on it.
+network can, so they refit on the private rows plus the public rows' soft targets (scikit-learn
+estimators as *weighted copies* of the public rows, the boosters through a soft-label
+objective), remember the latest distilled targets so later fits keep them, and guard every
+refit against divergence. SklearnLearner, XGBoostLearner and LightGBMLearner are built on it.
 """
 
 from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
+from cosmosfl.learners.training_rows import (
+    MIN_TARGET_MASS,
+    TrainingRows,
+    fingerprint,
+    hard_copies,
+    hard_copy_index,
+    soft_copies,
+    soft_copy_index,
+    training_rows,
+)
+
+__all__ = [
+    "DIVERGENCE_TOLERANCE",
+    "MIN_TARGET_MASS",
+    "RefitLearner",
+    "hard_copies",
+    "hard_copy_index",
+    "soft_copies",
+    "soft_copy_index",
+]
 
 # Default for `divergence_tolerance`: how far (in accuracy, absolute) a refit may fall below
 # max(previous model, majority-class baseline) on the client's own labelled data before it is
@@ -22,29 +44,17 @@ from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fi
 # points of private accuracy; a diverged fit loses tens (HistGradientBoosting: 0.88 -> 0.23,
 # which also fit its own training rows no better than a constant).
 DIVERGENCE_TOLERANCE = 0.2
-# Copies of a public row whose weight is below this are dropped (they carry no information
-# but cost training time): with M classes at most M * 1e-3 of a row's mass is lost.
-MIN_TARGET_MASS = 1e-3
 
 
-def soft_copies(
-    x: np.ndarray, targets: np.ndarray, weights: np.ndarray, min_mass: float = MIN_TARGET_MASS
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row i becomes one copy per class c with weight targets[i, c] * weights[i], copies
-    under `min_mass` dropped: weighted log-loss on these copies is the soft-label cross-entropy.
-    Rows come out in (row, class) order, so the result is deterministic."""
-    mass = np.asarray(targets, np.float64) * np.asarray(weights, np.float64)[:, None]
-    rows, cols = np.nonzero(mass >= min_mass)
-    return x[rows], cols.astype(np.int64), mass[rows, cols]
+@dataclass(frozen=True)
+class _Judged:
+    """What the divergence guard measured of a model on its training rows."""
 
-
-def hard_copies(
-    x: np.ndarray, targets: np.ndarray, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One copy per row with the targets' argmax label (for estimators that ignore weights);
-    rows with zero weight are left out, as the weighted path would."""
-    keep = np.asarray(weights) > 0
-    return x[keep], np.asarray(targets).argmax(axis=1)[keep].astype(np.int64), weights[keep]
+    finite: bool
+    private: float  # accuracy on the private rows (nan without them)
+    rows: float  # weighted accuracy on the training copies
+    loss: float  # weighted log-loss on the training copies
+    probs: np.ndarray | None  # (unique rows, M) probabilities, reused by distill's metrics
 
 
 class RefitLearner(Learner):
@@ -52,8 +62,17 @@ class RefitLearner(Learner):
 
     Subclasses implement `_train` (build a model from weighted rows, optionally continuing
     `init`), `_proba` (a model's (n, M) probabilities) and `_name`; this class does the rest:
-    soft targets as weighted copies, remembering the distilled set, the divergence guard with
+    soft targets as weighted copies (or, for a subclass that overrides `_train_rows`, as soft
+    targets on the unique rows), remembering the distilled set, the divergence guard with
     learning-rate retries, metrics and checkpoint state.
+
+    Each check of a model predicts every unique row once (copies read their row's
+    probabilities), and `distill`'s `target_agreement` / `target_kl` reuse the accepted model's
+    probabilities on the public rows. A refit whose inputs equal those of the model in place
+    (same private rows, same remembered targets, same settings, learning-rate scale and seed:
+    the local step of round t after the distillation of round t - 1) reuses that model and its
+    checks instead of training it again, when the learner's training is deterministic
+    (`_deterministic`); the records are those of a recomputed fit.
     """
 
     # A subclass whose estimator ignores sample weights sets this False (see check_learner's
@@ -91,6 +110,16 @@ class RefitLearner(Learner):
         self._public: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         # Multiplies the learning rate; halved for good once a refit needed it.
         self._lr_scale = 1.0
+        self._forget_fit()
+
+    def _forget_fit(self) -> None:
+        """Drop what is known of the model in place (a new model, a restored state)."""
+        # Digest of the inputs the model in place was trained on (None: unknown, or training
+        # not deterministic) and what the guard measured of it then.
+        self._fit_key: str | None = None
+        self._fit_judged: _Judged | None = None
+        # Digest of the private rows `_fit_judged.private` was measured on.
+        self._judged_private: str | None = None
 
     # -- subclass hooks -------------------------------------------------------------------------
     @abstractmethod
@@ -105,6 +134,11 @@ class RefitLearner(Learner):
     def _proba(self, model: Any, x: np.ndarray) -> np.ndarray:
         """(n, num_classes) probabilities of `model` on flat inputs x."""
 
+    def _train_rows(self, rows: TrainingRows, *, lr_scale: float, init: Any) -> Any:
+        """A new model trained on `rows`: by default `_train` on the weighted copies. A learner
+        that takes soft targets directly overrides this to train on the unique rows."""
+        return self._train(rows.copies_x(), rows.y, rows.w, lr_scale=lr_scale, init=init)
+
     def _name(self) -> str:
         return type(self).__name__
 
@@ -112,10 +146,31 @@ class RefitLearner(Learner):
         """Whether `lr_scale` changes anything (else a diverged refit is not retried)."""
         return True
 
-    def _expand(
-        self, x: np.ndarray, targets: np.ndarray, weights: np.ndarray
+    def _copy_index(
+        self, targets: np.ndarray, weights: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return soft_copies(x, targets, weights, self.min_target_mass)
+        """(row, label, weight) of the copies the public rows become."""
+        return soft_copy_index(targets, weights, self.min_target_mass)
+
+    def _trained_rows(self, rows: TrainingRows) -> int:
+        """How many rows a refit trains on (the metric `rows`): the copies by default."""
+        return len(rows.y)
+
+    def _deterministic(self) -> bool:
+        """Whether `_train_rows` gives the same model for the same rows, settings and
+        learning-rate scale whatever the model in place (then an unchanged refit is reused)."""
+        return False
+
+    def _settings(self) -> Any:
+        """Everything besides the rows that decides what `_train_rows` builds (part of the
+        digest that decides whether a refit is unchanged)."""
+        return ()
+
+    def refit_work(self, private_rows: int, public_rows: int, features: int) -> float:
+        """Rough input values one round of this learner processes: one refit on the private
+        rows and up to M copies of each public row (the round's second refit is usually a
+        reused one): what the simulation engine's `workers: auto` rule weighs."""
+        return float((private_rows + public_rows * self.num_classes) * features)
 
     # -- the contract ---------------------------------------------------------------------------
     @staticmethod
@@ -135,8 +190,11 @@ class RefitLearner(Learner):
         n = len(x)
         if self._model is None:
             return np.full((n, self.num_classes), 1.0 / self.num_classes, dtype=np.float32)
-        probs = np.asarray(self._proba(self._model, self._flat(x)), np.float64)
-        probs = np.clip(probs, 0.0, None)
+        return self._normalised(self._proba(self._model, self._flat(x)))
+
+    @staticmethod
+    def _normalised(probs: np.ndarray) -> np.ndarray:
+        probs = np.clip(np.asarray(probs, np.float64), 0.0, None)
         probs /= probs.sum(axis=1, keepdims=True)
         return probs.astype(np.float32)
 
@@ -159,9 +217,14 @@ class RefitLearner(Learner):
         wu = np.ones(len(xu)) if weights is None else np.asarray(weights, np.float64).copy()
         public = (xu, tu, wu)
         metrics, accepted = self._refit(public)
+        judged = self._fit_judged
         if accepted:
             self._public = public
-        probs = self.predict_proba(xu)
+        if accepted and judged is not None and judged.probs is not None:
+            # The guard predicted these rows with the deployed model: no second prediction.
+            probs = self._normalised(judged.probs[len(judged.probs) - len(xu) :])
+        else:
+            probs = self.predict_proba(xu)
         metrics["target_agreement"] = float((probs.argmax(axis=1) == tu.argmax(axis=1)).mean())
         logp = np.log(np.clip(probs.astype(np.float64), 1e-12, None))
         ent = np.where(tu > 0, tu * np.log(np.clip(tu, 1e-12, None)), 0.0)
@@ -169,22 +232,13 @@ class RefitLearner(Learner):
         return metrics
 
     # -- refit with the divergence guard ---------------------------------------------------------
-    def _rows(
-        self, public: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        parts = []
-        if self._private is not None:
-            xp, yp = self._private
-            parts.append((xp, yp, np.ones(len(yp))))
-        if public is not None:
-            xu, tu, wu = public
-            parts.append(self._expand(xu, tu, wu * self.public_weight))
-        if not parts:
-            raise ValueError("nothing to train on: call fit with labelled data first")
-        xs, ys, ws = (np.concatenate(p) for p in zip(*parts, strict=True))
-        if len(ys) == 0:
-            raise ValueError("no training rows left: every public weight is 0 and no private data")
-        return xs, ys, ws
+    def _rows(self, public: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> TrainingRows:
+        return training_rows(
+            self._private, public, self.public_weight, self.num_classes, self._copy_index
+        )
+
+    def _private_key(self) -> str | None:
+        return None if self._private is None else fingerprint(*self._private)
 
     def _private_accuracy(self, model: Any) -> float:
         assert self._private is not None
@@ -194,19 +248,31 @@ class RefitLearner(Learner):
             return float("nan")
         return float((probs.argmax(axis=1) == yp).mean())
 
-    def _judge(
-        self, model: Any, x: np.ndarray, y: np.ndarray, w: np.ndarray
-    ) -> tuple[bool, float, float, float]:
-        """(finite probabilities, private accuracy, weighted accuracy and weighted log-loss on
-        the training rows)."""
-        probs = np.asarray(self._proba(model, x), np.float64)
+    def _accuracy_in_place(self) -> float:
+        """Private accuracy of the model in place (from its checks when the private rows are
+        those it was checked on)."""
+        judged = self._fit_judged
+        if judged is not None and self._judged_private == self._private_key():
+            return judged.private
+        return self._private_accuracy(self._model)
+
+    def _judge(self, model: Any, rows: TrainingRows) -> _Judged:
+        """Finite probabilities, private accuracy, weighted accuracy and weighted log-loss on
+        the training copies, from one prediction of each unique row."""
+        probs = np.asarray(self._proba(model, rows.x), np.float64)
         if not np.isfinite(probs).all():
-            return False, float("nan"), float("nan"), float("inf")
-        rows = float(w[probs.argmax(axis=1) == y].sum() / w.sum())
-        picked = np.clip(probs[np.arange(len(y)), y], 1e-12, None)
-        loss = float(-(w * np.log(picked)).sum() / w.sum())
-        private = self._private_accuracy(model) if self._private is not None else float("nan")
-        return bool(np.isfinite(private) or self._private is None), private, rows, loss
+            return _Judged(False, float("nan"), float("nan"), float("inf"), None)
+        top = probs.argmax(axis=1)
+        hit = top[rows.index] == rows.y
+        row_acc = float(rows.w[hit].sum() / rows.w.sum())
+        picked = np.clip(probs[rows.index, rows.y], 1e-12, None)
+        loss = float(-(rows.w * np.log(picked)).sum() / rows.w.sum())
+        if self._private is None:
+            return _Judged(True, float("nan"), row_acc, loss, probs)
+        n = rows.private_rows
+        private = float((top[:n] == rows.y[:n]).mean()) if n else float("nan")
+        # Private rows but no accuracy on them (none at all) counts as a failed check.
+        return _Judged(bool(n), private, row_acc, loss, probs)
 
     def _refit(
         self, public: tuple[np.ndarray, np.ndarray, np.ndarray] | None
@@ -216,12 +282,14 @@ class RefitLearner(Learner):
         class) while the model also fails its own training rows (weighted accuracy no better
         than predicting their most common class, or weighted log-loss worse than predicting
         their class frequencies). Returns the metrics and whether the model was deployed."""
-        x, y, w = self._rows(public)
+        rows = self._rows(public)
+        y, w = rows.y, rows.w
         previous = self._model
+        private_key = self._private_key()
         floor, ref = -np.inf, ""
         if self._private is not None and len(self._private[1]):
             majority = float(np.bincount(self._private[1]).max() / len(self._private[1]))
-            before = self._private_accuracy(previous) if previous is not None else float("nan")
+            before = self._accuracy_in_place() if previous is not None else float("nan")
             floor = (max(majority, before) if np.isfinite(before) else majority) - (
                 self.divergence_tolerance
             )
@@ -231,8 +299,15 @@ class RefitLearner(Learner):
         prior_loss = float(-(prior[prior > 0] * np.log(prior[prior > 0])).sum())
         retries, tried, scale = 0, [], self._lr_scale
         while True:
-            model = self._train(x, y, w, lr_scale=scale, init=previous)
-            finite, acc, rows_acc, loss = self._judge(model, x, y, w)
+            key = self._input_key(private_key, public, scale)
+            if key is not None and key == self._fit_key and self._fit_judged is not None:
+                # The model in place was trained on exactly these inputs: training it again
+                # would rebuild it, and its checks would measure what they measured then.
+                model, judged = previous, self._fit_judged
+            else:
+                model = self._train_rows(rows, lr_scale=scale, init=previous)
+                judged = self._judge(model, rows)
+            finite, acc, rows_acc, loss = judged.finite, judged.private, judged.rows, judged.loss
             fell = bool(acc < floor)  # False when there is no private data (acc is nan)
             unfit = rows_acc <= constant or loss > prior_loss
             if finite and not (fell and unfit):
@@ -293,8 +368,9 @@ class RefitLearner(Learner):
                     stacklevel=3,
                 )
             self._model, self._lr_scale = model, scale
+            self._fit_key, self._fit_judged, self._judged_private = key, judged, private_key
         metrics = {
-            "rows": float(len(y)),
+            "rows": float(self._trained_rows(rows)),
             "private_rows": float(0 if self._private is None else len(self._private[1])),
             "public_rows": float(0 if public is None else len(public[0])),
             "refit_rejected": float(model is None),
@@ -303,8 +379,28 @@ class RefitLearner(Learner):
             "lr_scale": float(self._lr_scale),
         }
         if self._private is not None and self._model is not None:
-            metrics["train_top1"] = self._private_accuracy(self._model)
+            metrics["train_top1"] = self._accuracy_in_place()
         return metrics, model is not None
+
+    def _input_key(
+        self,
+        private_key: str | None,
+        public: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        scale: float,
+    ) -> str | None:
+        """Digest of everything a refit at learning-rate scale `scale` trains on, or None when
+        the learner's training is not deterministic (then nothing is reused)."""
+        if not self._deterministic():
+            return None
+        return fingerprint(
+            type(self).__qualname__,
+            private_key,
+            public,
+            self.public_weight,
+            self.min_target_mass,
+            float(scale),
+            self._settings(),
+        )
 
     # -- checkpoints -----------------------------------------------------------------------------
     def _model_state(self, model: Any) -> Any:
@@ -333,6 +429,7 @@ class RefitLearner(Learner):
         self._private = _copied(state["private"])  # type: ignore[assignment]
         self._public = _copied(state["public"])  # type: ignore[assignment]
         self._lr_scale = float(state.get("lr_scale", 1.0))
+        self._forget_fit()  # a restored model is trained again once before anything is reused
 
 
 def _copied(arrays: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, ...] | None:

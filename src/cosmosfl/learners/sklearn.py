@@ -13,8 +13,8 @@ from cosmosfl.learners.refit import (
     DIVERGENCE_TOLERANCE,
     MIN_TARGET_MASS,
     RefitLearner,
-    hard_copies,
-    soft_copies,
+    hard_copy_index,
+    soft_copy_index,
 )
 
 LEARNING_RATE_PARAMS = ("learning_rate", "learning_rate_init", "eta")
@@ -122,20 +122,28 @@ class SklearnLearner(RefitLearner):
     def _has_learning_rate(self) -> bool:
         return self._lr_param is not None
 
-    def _expand(
-        self, x: np.ndarray, targets: np.ndarray, weights: np.ndarray
+    def _copy_index(
+        self, targets: np.ndarray, weights: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._weight_key is not None:
-            return soft_copies(x, targets, weights, self.min_target_mass)
+            return soft_copy_index(targets, weights, self.min_target_mass)
         if not self._warned_weights:
             self._warned_weights = True
             warnings.warn(
                 f"{self.soft_targets_reason}; use an estimator whose fit takes sample_weight to "
                 "learn the soft targets",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
-        return hard_copies(x, targets, weights)
+        return hard_copy_index(targets, weights)
+
+    def _deterministic(self) -> bool:
+        # A refit is a fresh clone of the template: the same rows give the same model when
+        # every random_state in it (also inside a Pipeline) is a fixed integer.
+        return _seeded(self.template)
+
+    def _settings(self) -> Any:
+        return (_describe(self.template), repr(self.template.get_params(deep=True)), self.threads)
 
     def _train(
         self, x: np.ndarray, y: np.ndarray, w: np.ndarray, *, lr_scale: float, init: Any
@@ -191,6 +199,19 @@ def _describe(estimator: Any) -> str:
     if steps:
         return "Pipeline(" + ", ".join(type(s).__name__ for _, s in steps) + ")"
     return type(estimator).__name__
+
+
+def _seeded(estimator: Any) -> bool:
+    """Whether every `random_state` of the estimator (nested ones too) is a fixed integer."""
+    try:
+        params = estimator.get_params(deep=True)
+    except Exception:
+        return False
+    return all(
+        isinstance(v, int | np.integer) and not isinstance(v, bool)
+        for k, v in params.items()
+        if k.split("__")[-1] == "random_state"
+    )
 
 
 def _fit_takes(estimator: Any, name: str) -> bool:
