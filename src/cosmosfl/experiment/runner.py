@@ -171,6 +171,8 @@ def _execute(
         f"|U| = {len(exp.public_x)}, "
         f"{cfg.rounds} rounds, seed {cfg.seed}"
     )
+    for line in exp.privacy:
+        reporter.log(f"privacy: {line}")
     torch.manual_seed(cfg.seed)
     done = list(checkpoint["records"]) if checkpoint is not None else []
     with tracker.session(cfg, run_dir and run_dir.path, done):

@@ -25,6 +25,7 @@ from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.learners.torch import LEARNER_CONSTRAINTS
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE
+from cosmosfl.privacy.settings import PrivacyConfig
 
 PARTITIONS = ("paper", "dirichlet", "pathological", "iid")
 DEVICE_KINDS = ("cpu", "cuda", "mps", "auto")  # a device may name an index: cuda:1
@@ -203,6 +204,22 @@ class TrackingConfig:
     experiment: str = "cosmosfl"  # MLflow experiment the runs are logged under
 
 
+def _privacy_algorithm_ok(cfg: ExperimentConfig) -> bool:
+    """Under privacy, clients may run only the model-agnostic tasks (handlers/default.py):
+    their private records are then read by `fit` alone, the fit the accountant charges."""
+    cls = ALGORITHMS.get(cfg.algorithm["name"])
+    return not cfg.privacy.enabled or (cls is not None and cls.client_handlers is None)
+
+
+def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
+    """Under privacy, nothing but a fit reads private records: no validation slice (model
+    selection on it is not accounted), no label-prior weights (the private label histogram)."""
+    return not cfg.privacy.enabled or (
+        cfg.data.validation_fraction == 0
+        and cfg.algorithm.get("client_weights", "uniform") != "label-prior"
+    )
+
+
 def _sites_algorithm_ok(cfg: ExperimentConfig) -> bool:
     cls = ALGORITHMS.get(cfg.algorithm["name"])
     return cfg.sites.public is None or (cls is not None and cls.model_agnostic)
@@ -251,6 +268,22 @@ class ExperimentConfig:
                 f"{sorted(n for n, a in ALGORITHMS.items() if a.model_agnostic)}"
             ),
         ),
+        Rule(
+            _privacy_algorithm_ok,
+            lambda c: (
+                f"privacy: algorithm {c.algorithm['name']} is not supported under differential "
+                "privacy (its clients do more than fit, predict on U and distil); use one of "
+                f"{sorted(n for n, a in ALGORITHMS.items() if a.client_handlers is None)}"
+            ),
+        ),
+        Rule(
+            _private_only_in_fits,
+            lambda c: (
+                "privacy: set data.validation_fraction = 0 and algorithm.client_weights = "
+                "uniform; under differential privacy only the accounted fits may read private "
+                "records (docs/privacy.md)"
+            ),
+        ),
     ]
 
     seed: int = 1
@@ -272,6 +305,7 @@ class ExperimentConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
     sites: SitesConfig = field(default_factory=SitesConfig)  # sites with their own files
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  # differential privacy
     # What the config relies on that changed (a default it does not set), said in show-config
     # and the run header; not a setting, so not in to_dict.
     notices: list[str] = field(default_factory=list, compare=False, repr=False)
@@ -281,6 +315,8 @@ class ExperimentConfig:
         del out["notices"]
         if self.sites == SitesConfig():  # the partition mode: configs read as before sites
             del out["sites"]
+        if self.privacy == PrivacyConfig():  # no privacy: configs read as before the section
+            del out["privacy"]
         return out
 
 
@@ -294,6 +330,7 @@ RUN_SETTINGS = (
     "max_payload_bytes",
 )
 TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking", "sites")
+TOP_LEVEL += ("privacy",)
 # Sections that say where a run is logged, not what it computes: a finished run whose config
 # differs only here is the same experiment (compare/sweep skip it) and can be resumed.
 NOT_IDENTITY = ("tracking",)
