@@ -86,6 +86,17 @@ def run_experiment(
         return _execute(cfg, run_dir, progress, force=force, engine=engine, tracker=tracker)
 
 
+def run_built(exp: Experiment, *, progress: bool | Reporter = False) -> RunResult:
+    """Run an experiment built (and altered) in Python, in process, with no run directory:
+    the privacy audit plants canaries in a built experiment and runs it with this."""
+    if not isinstance(exp.algorithm, Algorithm):
+        raise ConfigError(f"{exp.config.algorithm['name']} is a reference run, not a federation")
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    with _torch_threads(exp.config, None):
+        torch.manual_seed(exp.config.seed)
+        return _run_federated(exp, exp.algorithm, reporter, None)
+
+
 def resume_experiment(
     out: str | Path, *, progress: bool | Reporter = True, tracker: Tracker | None = None
 ) -> RunResult:
