@@ -136,3 +136,21 @@ def test_unsupported_private_settings_are_config_errors(privacy, extra, message)
     raw.update(extra)
     with pytest.raises(ConfigError, match=message):
         build_experiment(config_from_dict(raw))
+
+
+def test_report_lists_the_epsilon_spent(private_run, tmp_path):
+    from cosmosfl.reporting.privacy import privacy_markdown
+    from cosmosfl.reporting.runset import Run, RunSet
+
+    _, _, records, summary = private_run
+    runset = RunSet(tmp_path, {"cosmos": [Run("cosmos", 1, tmp_path, summary, records)]})
+    table = privacy_markdown(runset)
+    spent = [s["epsilon"] for s in summary["privacy"].values()]
+    refused = sum(s["refused_fits"] for s in summary["privacy"].values())
+    assert f"| {max(spent):.3g} | {min(spent):.3g} | {refused} |" in table
+    no_privacy = {**summary}
+    del no_privacy["privacy"]
+    assert (
+        privacy_markdown(RunSet(tmp_path, {"local": [Run("local", 1, tmp_path, no_privacy, [])]}))
+        is None
+    )
