@@ -220,6 +220,13 @@ def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
     )
 
 
+def _guarantee_met(cfg: ExperimentConfig) -> bool:
+    """Partition mode: every client has the run's budget, so require_epsilon needs epsilon
+    (sites mode checks each site's own, experiment/sites.py)."""
+    p = cfg.privacy
+    return p.require_epsilon is None or cfg.sites.public is not None or p.epsilon is not None
+
+
 def _sites_algorithm_ok(cfg: ExperimentConfig) -> bool:
     cls = ALGORITHMS.get(cfg.algorithm["name"])
     return cfg.sites.public is None or (cls is not None and cls.model_agnostic)
@@ -282,6 +289,13 @@ class ExperimentConfig:
                 "privacy: set data.validation_fraction = 0 and algorithm.client_weights = "
                 "uniform; under differential privacy only the accounted fits may read private "
                 "records (docs/privacy.md)"
+            ),
+        ),
+        Rule(
+            _guarantee_met,
+            lambda c: (
+                f"privacy.require_epsilon = {c.privacy.require_epsilon!r} needs privacy.epsilon "
+                "(at most that) for every client of a partition-mode run"
             ),
         ),
     ]

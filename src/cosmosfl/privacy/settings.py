@@ -28,8 +28,7 @@ class PrivacyConfig:
     parameter_rules: ClassVar = [
         Rule(
             lambda p: (
-                p.require_epsilon is None
-                or (p.epsilon is not None and p.epsilon <= p.require_epsilon)
+                p.require_epsilon is None or p.epsilon is None or p.epsilon <= p.require_epsilon
             ),
             lambda p: (
                 f"privacy.epsilon = {p.epsilon!r} does not meet privacy.require_epsilon = "
@@ -49,8 +48,8 @@ class PrivacyConfig:
     shards: int = 5  # subsample-and-aggregate: disjoint shards (teachers) per site
     student_epochs: int = 10  # subsample-and-aggregate: the student's epochs on each release
     accountant: str = "rdp"  # rdp | pld (dp-accounting)
-    # Sites mode: the run config's minimum guarantee; a site whose budget is larger (or unset)
-    # is refused. Partition mode: checked against `epsilon`.
+    # The run's minimum guarantee: every site's epsilon must be at most this. Sites mode: a
+    # site whose own budget is larger (or unset) is refused; partition mode: `epsilon`.
     require_epsilon: float | None = None
 
     @property
