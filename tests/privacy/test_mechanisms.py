@@ -150,3 +150,24 @@ def test_release_on_u_until_the_student_distils():
     assert np.allclose(release.sum(axis=1), 1, atol=1e-5)
     learner.distill(u, np.full((30, M), 1 / M, np.float32), epochs=1)
     np.testing.assert_array_equal(learner.predict_proba(u), learner.student.predict_proba(u))
+
+
+def sa_learner(seed=5):
+    base = SklearnLearner(LogisticRegression(max_iter=200), num_classes=M)
+    u = data(30, seed=1)[0]
+    return SubsampleAggregateLearner(
+        base, u, SiteAccountant(None, DELTA), shards=4, noise_multiplier=1.0, seed=seed
+    )
+
+
+@pytest.mark.parametrize("make", [lambda: dpsgd_learner("mlp"), sa_learner])
+def test_checkpoint_state_resumes_the_same_fits(make):
+    x, y = data()
+    a, b = make(), make()
+    a.fit(x, y, epochs=1)
+    b.set_state(a.get_state())
+    assert b.accountant.spent == a.accountant.spent and b.accountant.charges
+    np.testing.assert_array_equal(
+        a.fit(x, y, epochs=1)["privacy_epsilon"], b.fit(x, y, epochs=1)["privacy_epsilon"]
+    )
+    np.testing.assert_allclose(a.predict_proba(x), b.predict_proba(x), atol=1e-6)
