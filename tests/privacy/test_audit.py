@@ -67,3 +67,10 @@ def test_audit_at_the_documented_size(tmp_path, monkeypatch, repo_root, budget):
         assert stats["members"] == 120 and stats["nonmembers"] == 120
     if budget:
         assert result["lower_bound_within_accountant"] is True
+
+
+def test_audit_of_a_client_not_in_the_config_is_a_user_error(monkeypatch, repo_root, capsys):
+    monkeypatch.chdir(repo_root)
+    assert main(["audit", *TINY, "--client", "99", "--canaries", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "client 99 is not a client of this config" in err and "Traceback" not in err
