@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==$(TORCH_VERSION)
-	$(PY) -m pip install --quiet -e '.[dev,docs,flower,fast,tensorboard,mlflow,xgboost,lightgbm,parquet]'
+	$(PY) -m pip install --quiet -e '.[dev,docs,flower,fast,tensorboard,mlflow,xgboost,lightgbm,parquet,privacy]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -34,10 +34,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("cosmosfl.core",)),
     ("data, models", ("cosmosfl.data", "cosmosfl.models")),
     ("learners", ("cosmosfl.learners",)),
+    # Differential privacy of a site's learner: accountant and mechanisms (wrapped learners);
+    # its audit runs whole federations, so it belongs to the experiment layer.
+    ("privacy", ("cosmosfl.privacy",)),
     ("algorithms", ("cosmosfl.algorithms",)),
     ("client", ("cosmosfl.client", "cosmosfl.handlers")),
     ("engines", ("cosmosfl.engines",)),
-    ("experiment", ("cosmosfl.experiment", "cosmosfl.presets")),
+    ("experiment", ("cosmosfl.experiment", "cosmosfl.presets", "cosmosfl.privacy.audit")),
     # Reads run directories: may import experiment's readers (rundir, grid, catalog, errors);
     # the experiment layer never imports it (runs write run directories, not reports).
     ("reporting", ("cosmosfl.reporting",)),

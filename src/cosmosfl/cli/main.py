@@ -33,6 +33,8 @@ EPILOG = """examples:
       --base 1 --versus local                     # the same from separate compare folders
   cosmosfl partition --config configs/cifar10-cpu.yaml --data-dir DIR --plot labels.png
   cosmosfl show-config --config configs/default.yaml
+  cosmosfl run privacy.epsilon=4                 # every site within ε = 4 (docs/privacy.md)
+  cosmosfl audit --canaries 20 --seeds 1,2,3 privacy.epsilon=4   # membership-inference audit
   cosmosfl flower simulate --out runs/flower rounds=2   # on Flower's simulation runtime
   cosmosfl flower local --out runs/flower-local rounds=2  # own SuperLink + SuperNodes
   cosmosfl bench clustering communication --data-dir ../shared/data   # benchmarks/README.md
@@ -84,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(show)
 
     presets.add_parser(sub)
+
+    from cosmosfl.cli import audit
+
+    audit.add_parser(sub, add_config_args)
 
     from cosmosfl.cli import flower
 
@@ -204,6 +210,12 @@ def cmd_flower(args: argparse.Namespace) -> int:
     return flower.run(args, _load(args))
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from cosmosfl.cli import audit
+
+    return audit.run(args, _load(args))
+
+
 def cmd_show_config(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import dump_config
     from cosmosfl.experiment.runner import describe_parallelism
@@ -278,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "show-config": cmd_show_config,
         "presets": presets.run,
         "flower": cmd_flower,
+        "audit": cmd_audit,
         "bench": cmd_bench,
     }
     try:

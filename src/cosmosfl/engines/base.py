@@ -36,6 +36,7 @@ from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.device import resolve_device
+from cosmosfl.privacy.accountant import ledger_of
 
 
 class ParticipationError(RuntimeError):
@@ -190,7 +191,7 @@ class BaseFederation(ABC):
         try:
             if fault == "straggler":  # it did the work; its reply is too late to be used
                 raise protocol.PayloadError(cid, task, LATE)
-            return codecs.receive_reply(
+            received = codecs.receive_reply(
                 reply,
                 spec,
                 self._context,
@@ -204,6 +205,10 @@ class BaseFederation(ABC):
             self.log(str(err))
             self._rejected_reply(cid, task, err.reason, fault)
             return None
+        ledger = ledger_of(received.metrics)
+        if ledger:  # a private fit's ε spent so far (privacy/accountant.py), for the record
+            self._privacy[cid] = ledger
+        return received
 
     def _reject(self, step: int, cid: int, task: str, reason: str) -> None:
         entry = {"client": cid, "task": task, "reason": reason}
@@ -248,6 +253,7 @@ class BaseFederation(ABC):
         self._seconds: dict[str, float] = defaultdict(float)
         self._rejections: list[tuple[tuple[int, int], dict[str, Any]]] = []
         self._faults: list[dict[str, Any]] = []
+        self._privacy: dict[int, dict[str, float]] = {}
         self._steps = 0
 
     def _begin_round(self, algorithm: Algorithm) -> None:
@@ -285,6 +291,7 @@ class BaseFederation(ABC):
             rejected=self._rejected,
             faults=None if self.faults is None else self._faults,
             byzantine=None if self.faults is None else sorted(self.faults.byzantine),
+            privacy=dict(sorted(self._privacy.items())) or None,
             **self._engine_fields(),
         ).to_json()
         self.reporter.round_end(record)

@@ -40,6 +40,9 @@ class RoundLog:
     # In-process fault injection only: the faults of the round, the Byzantine clients.
     faults: list[dict[str, Any]] | None = None
     byzantine: list[int] | None = None
+    # Clients under differential privacy: each one's ledger after its fit of the round (ε spent
+    # so far, by this fit, δ, budget, fits, whether the fit was refused).
+    privacy: Mapping[int, Mapping[str, float]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready record (client ids as string keys), keys in their documented order
@@ -81,6 +84,8 @@ class RoundLog:
             out["faults"] = list(self.faults)
         if self.byzantine is not None:
             out["byzantine"] = list(self.byzantine)
+        if self.privacy is not None:
+            out["privacy"] = {str(c): dict(v) for c, v in self.privacy.items()}
         return out
 
 

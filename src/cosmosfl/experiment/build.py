@@ -32,9 +32,10 @@ from cosmosfl.data import (
 from cosmosfl.experiment.config import ExperimentConfig, reference_runs
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
+from cosmosfl.experiment.parts import Experiment, make_algorithm, make_learner, validation_holdout
 
 # The parts of an experiment, made the same way for sites (sites.py); importable from here too.
-from cosmosfl.experiment.parts import Experiment, make_algorithm, make_learner, validation_holdout
+from cosmosfl.experiment.private_clients import privatise_clients
 
 
 def client_model_specs(models: Any, num_clients: int) -> list[ModelSpec]:
@@ -177,7 +178,9 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
         public_probe(dataset.y_train[part.public], part) if part.class_groups is not None else None
     )
     algorithm = make_algorithm(cfg, natural=bool(dataset.natural), public_probe=probe)
-    return Experiment(cfg, dataset, part, built, train_part(part.public)[0], algorithm, names)
+    public_x = train_part(part.public)[0]
+    privacy = privatise_clients(cfg.privacy, built, public_x, algorithm, cfg.rounds, cfg.seed)
+    return Experiment(cfg, dataset, part, built, public_x, algorithm, names, privacy=privacy)
 
 
 MIN_PUBLIC_ROWS = 5  # fewer samples in U: distillation targets on a handful of points

@@ -32,6 +32,7 @@ from cosmosfl.experiment.schema import (
     ClientsConfig,
     DataConfig,
     ExperimentConfig,
+    PrivacyConfig,
     SitesConfig,
     TrackingConfig,
     flatten,
@@ -47,6 +48,7 @@ __all__ = [
     "ConfigError",
     "DataConfig",
     "ExperimentConfig",
+    "PrivacyConfig",
     "SitesConfig",
     "TrackingConfig",
     "algorithm_options",
@@ -270,6 +272,7 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
     top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
     top.sites = _build(SitesConfig, raw.get("sites"), "sites")
+    top.privacy = _build(PrivacyConfig, raw.get("privacy"), "privacy")
     if top.sites.files:  # one client per site file
         given = (raw.get("data") or {}).get("num_clients")
         if given is not None and given != len(top.sites.files):
@@ -302,6 +305,7 @@ def check_values(cfg: ExperimentConfig) -> None:
         ("tracking", cfg.tracking),
         ("clients", cfg.clients),
         ("sites", cfg.sites),
+        ("privacy", cfg.privacy),
     ]
     try:
         for prefix, part in parts:

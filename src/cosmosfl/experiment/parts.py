@@ -9,7 +9,7 @@ that bring their own files (sites.py); neither imports the other for these.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +42,7 @@ class Experiment:
     client_models: list[str]
     labels: tuple[str, ...] = ()  # sites: the run's label set (else the dataset's classes)
     name: str = ""  # sites: what reports call the data (else the dataset's name)
+    privacy: list[str] = field(default_factory=list)  # each client's mechanism, for the header
 
     @property
     def data_name(self) -> str:

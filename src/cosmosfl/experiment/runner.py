@@ -92,6 +92,17 @@ def run_experiment(
         )
 
 
+def run_built(exp: Experiment, *, progress: bool | Reporter = False) -> RunResult:
+    """Run an experiment built (and altered) in Python, in process, with no run directory:
+    the privacy audit plants canaries in a built experiment and runs it with this."""
+    if not isinstance(exp.algorithm, Algorithm):
+        raise ConfigError(f"{exp.config.algorithm['name']} is a reference run, not a federation")
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    with _torch_threads(exp.config, None):
+        torch.manual_seed(exp.config.seed)
+        return _run_federated(exp, exp.algorithm, reporter, None)
+
+
 def resume_experiment(
     out: str | Path,
     *,
@@ -192,6 +203,8 @@ def _execute(
             f"|U| = {len(exp.public_x)}, "
             f"{cfg.rounds} rounds, seed {cfg.seed}"
         )
+        for line in exp.privacy:
+            reporter.log(f"privacy: {line}")
         torch.manual_seed(cfg.seed)
         done = list(checkpoint["records"]) if checkpoint is not None else []
         with tracker.session(cfg, run_dir and run_dir.path, done):

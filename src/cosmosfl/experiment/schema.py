@@ -25,6 +25,7 @@ from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.learners.torch import LEARNER_CONSTRAINTS
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE
+from cosmosfl.privacy.settings import PrivacyConfig
 
 PARTITIONS = ("paper", "dirichlet", "pathological", "iid")
 DEVICE_KINDS = ("cpu", "cuda", "mps", "auto")  # a device may name an index: cuda:1
@@ -218,6 +219,29 @@ class TrackingConfig:
     experiment: str = "cosmosfl"  # MLflow experiment the runs are logged under
 
 
+def _privacy_algorithm_ok(cfg: ExperimentConfig) -> bool:
+    """Under privacy, clients may run only the model-agnostic tasks (handlers/default.py):
+    their private records are then read by `fit` alone, the fit the accountant charges."""
+    cls = ALGORITHMS.get(cfg.algorithm["name"])
+    return not cfg.privacy.enabled or (cls is not None and cls.client_handlers is None)
+
+
+def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
+    """Under privacy, nothing but a fit reads private records: no validation slice (model
+    selection on it is not accounted), no label-prior weights (the private label histogram)."""
+    return not cfg.privacy.enabled or (
+        cfg.data.validation_fraction == 0
+        and cfg.algorithm.get("client_weights", "uniform") != "label-prior"
+    )
+
+
+def _guarantee_met(cfg: ExperimentConfig) -> bool:
+    """Partition mode: every client has the run's budget, so require_epsilon needs epsilon
+    (sites mode checks each site's own, experiment/sites.py)."""
+    p = cfg.privacy
+    return p.require_epsilon is None or cfg.sites.public is not None or p.epsilon is not None
+
+
 def _sites_algorithm_ok(cfg: ExperimentConfig) -> bool:
     cls = ALGORITHMS.get(cfg.algorithm["name"])
     return cfg.sites.public is None or (cls is not None and cls.model_agnostic)
@@ -275,6 +299,30 @@ class ExperimentConfig:
                 f"{sorted(n for n, a in ALGORITHMS.items() if a.model_agnostic)}"
             ),
         ),
+        Rule(
+            _privacy_algorithm_ok,
+            lambda c: (
+                f"privacy: algorithm {c.algorithm['name']} is not supported under differential "
+                "privacy (its clients do more than fit, predict on U and distil); use one of "
+                f"{sorted(n for n, a in ALGORITHMS.items() if a.client_handlers is None)}"
+            ),
+        ),
+        Rule(
+            _private_only_in_fits,
+            lambda c: (
+                "privacy: set data.validation_fraction = 0 (its default is 0.1), "
+                "algorithm.client_weights = uniform and, for COSMOS, algorithm.client_gate = "
+                "none (or algorithm.recipe = paper); under differential privacy only the "
+                "accounted fits may read private records (docs/privacy.md)"
+            ),
+        ),
+        Rule(
+            _guarantee_met,
+            lambda c: (
+                f"privacy.require_epsilon = {c.privacy.require_epsilon!r} needs privacy.epsilon "
+                "(at most that) for every client of a partition-mode run"
+            ),
+        ),
     ]
 
     seed: int = 1
@@ -296,6 +344,7 @@ class ExperimentConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
     sites: SitesConfig = field(default_factory=SitesConfig)  # sites with their own files
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  # differential privacy
     # What the config relies on that changed (a default it does not set), said in show-config
     # and the run header; not a setting, so not in to_dict.
     notices: list[str] = field(default_factory=list, compare=False, repr=False)
@@ -305,6 +354,8 @@ class ExperimentConfig:
         del out["notices"]
         if self.sites == SitesConfig():  # the partition mode: configs read as before sites
             del out["sites"]
+        if self.privacy == PrivacyConfig():  # no privacy: configs read as before the section
+            del out["privacy"]
         return out
 
 
@@ -318,6 +369,7 @@ RUN_SETTINGS = (
     "max_payload_bytes",
 )
 TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking", "sites")
+TOP_LEVEL += ("privacy",)
 # Sections that say where a run is logged, not what it computes: a finished run whose config
 # differs only here is the same experiment (compare/sweep skip it) and can be resumed.
 NOT_IDENTITY = ("tracking",)

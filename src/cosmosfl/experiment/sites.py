@@ -26,6 +26,7 @@ from cosmosfl.data.sources import FILE_SPLIT_SEED
 from cosmosfl.data.tabular import TABLE_SUFFIXES
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
+from cosmosfl.experiment.private_clients import PRIVACY_KEYS, privatise_clients, site_settings
 from cosmosfl.experiment.yamlio import load_yaml
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ SITE_KEYS = (
     "test_fraction",
     "missing",
     "image_size",
+    "privacy",
 )
 # Node-config spellings (Flower's --node-config is `key=value` pairs, dashes by convention).
 NODE_KEYS = {"site": "site", **{k.replace("_", "-"): k for k in SITE_KEYS}}
@@ -64,6 +66,8 @@ class Site:
     test_fraction: float = 0.2
     missing: str = "refuse"
     image_size: int = 32
+    # The site's own `privacy` settings (docs/privacy.md) over the run config's section.
+    privacy: dict[str, Any] = field(default_factory=dict)
     where: str = "site"
 
 
@@ -126,6 +130,10 @@ def site_from_mapping(raw: Mapping[str, Any], *, base: Path, where: str) -> Site
     if not 0 < test_fraction < 1:
         raise ConfigError(f"{where}: test_fraction = {test_fraction} must lie in (0, 1)")
     site_id = raw.get("id")
+    privacy = raw.get("privacy") or {}
+    allowed = [k for k in PRIVACY_KEYS if k != "require_epsilon"]  # the run's, not a site's
+    if not isinstance(privacy, dict) or set(privacy) - set(allowed):
+        raise ConfigError(f"{where}: privacy takes a mapping of {', '.join(allowed)}")
     return Site(
         data=_path(raw["data"], base),
         model=specs[0],
@@ -136,6 +144,7 @@ def site_from_mapping(raw: Mapping[str, Any], *, base: Path, where: str) -> Site
         test_fraction=test_fraction,
         missing=str(raw.get("missing", "refuse")),
         image_size=int(raw.get("image_size", 32)),
+        privacy=dict(privacy),
         where=where,
     )
 
@@ -203,13 +212,22 @@ def site_dataset(site: Site, public: PublicSet, labels: tuple[str, ...]) -> Data
 
 
 def build_site_client(
-    cfg: ExperimentConfig, site: Site, site_id: int, public: PublicSet, labels: tuple[str, ...]
+    cfg: ExperimentConfig,
+    site: Site,
+    site_id: int,
+    public: PublicSet,
+    labels: tuple[str, ...],
+    notes: list[str] | None = None,
 ) -> tuple[Client, str]:
     """(the site's client, its model name), seeded from the config's seed and the site id as
-    a partition-mode client with that id is."""
-    from cosmosfl.experiment.parts import make_learner, validation_holdout
+    a partition-mode client with that id is; under privacy (the site's settings over the
+    run's) its learner behind its mechanism, what was chosen appended to `notes`."""
+    from cosmosfl.experiment.parts import make_algorithm, make_learner, validation_holdout
 
     site = Site(**{**site.__dict__, "id": site_id})
+    privacy, refusal = site_settings(cfg, site.privacy, f"site {site_id} ({site.where})")
+    if refusal is not None:
+        raise SiteRefusedError(refusal)
     ds = site_dataset(site, public, labels)
     tr, va = validation_holdout(
         np.arange(len(ds.y_train)),
@@ -232,6 +250,10 @@ def build_site_client(
         validation=(public.prepare(ds.x_train[va]), ds.y_train[va]) if len(va) else None,
     )
     client.public_x = public.x
+    algorithm = make_algorithm(cfg, natural=False) if privacy.enabled else None
+    lines = privatise_clients(privacy, [client], public.x, algorithm, cfg.rounds, cfg.seed)
+    if notes is not None:
+        notes.extend(lines)
     return client, site.model.name
 
 
@@ -313,7 +335,7 @@ def build_sites_experiment(
             f"{cfg.data.num_clients}; leave num_clients out (it follows the files)"
         )
     labels = site_labels(cfg, sites, public)
-    built, names = [], []
+    built, names, notes = [], [], []
     for site in sites:
         assert site.id is not None
         if wanted is not None and site.id not in wanted:
@@ -330,7 +352,7 @@ def build_sites_experiment(
                 who=f"site {site.id}",
             )
         )
-        client, name = build_site_client(cfg, site, site.id, own_public, labels)
+        client, name = build_site_client(cfg, site, site.id, own_public, labels, notes)
         built.append(client)
         names.append(name)
     algorithm = make_algorithm(cfg, natural=False)  # sites' photos: no flip assumed
@@ -344,6 +366,7 @@ def build_sites_experiment(
         names,
         labels=labels,
         name="sites",
+        privacy=notes,
     )
 
 

@@ -66,6 +66,9 @@ def summarize(
                 counts[f["fault"]] = counts.get(f["fault"], 0) + 1
         summary["injected_faults"] = dict(sorted(counts.items()))  # (client, task) events
         summary["byzantine"] = last.get("byzantine", [])
+    privacy = privacy_spent(result.records)
+    if privacy:
+        summary["privacy"] = privacy
     if wall_seconds is not None:
         summary["wall_seconds"] = round(wall_seconds, 2)
     if result.clusters is not None:
@@ -73,6 +76,21 @@ def summarize(
         summary["K"] = last.get("K")
         summary["threshold"] = last.get("threshold")
     return summary
+
+
+def privacy_spent(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per site under differential privacy: ε spent over the run (its last ledger), δ, the
+    budget, fits accepted, fits refused, and the ε spent in each round (0 without a fit)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        for cid, ledger in r.get("privacy", {}).items():
+            site = out.setdefault(cid, {"refused_fits": 0, "epsilon_per_round": {}})
+            site.update({k: ledger[k] for k in ("epsilon", "delta", "fits") if k in ledger})
+            if "budget" in ledger:
+                site["budget"] = ledger["budget"]
+            site["refused_fits"] += int(ledger.get("refused", 0))
+            site["epsilon_per_round"][str(r["round"])] = ledger.get("epsilon_fit", 0.0)
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
 def excluded_in_final_round(records: list[dict[str, Any]]) -> dict[int, str]:

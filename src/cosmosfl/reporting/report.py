@@ -27,6 +27,7 @@ from cosmosfl.reporting.plots import plot_client_gains, plot_clusters, plot_curv
 
 # Loading runs, computing their numbers and rendering the tables live in runset.py, stats.py
 # and tables.py; their names are importable from here too, as they were before the split.
+from cosmosfl.reporting.privacy import PRIVACY_MD, privacy_markdown
 from cosmosfl.reporting.runset import (
     PROPOSED,
     Run,
@@ -102,6 +103,9 @@ def write_report(root: str | Path) -> Report:
     decisions = decision_rows(runset)
     if decisions:
         texts[DECISIONS_MD] = decisions_markdown(decisions, title_line(runset))
+    privacy = privacy_markdown(runset)
+    if privacy is not None:
+        texts[PRIVACY_MD] = privacy
     for name, text in texts.items():
         write_atomic(runset.root / name, text)
     files = [runset.root / name for name in texts]
