@@ -35,10 +35,19 @@ def tiny(**privacy):
         {
             "rounds": ROUNDS,
             "workers": 1,
-            "data": {"num_clients": 4, "num_groups": 2, "max_train": 600, "max_test": 200},
+            # Under privacy no validation slice (nothing but accounted fits reads private
+            # records), so COSMOS runs the paper's recipe (its default gate needs the slice).
+            "data": {
+                "num_clients": 4,
+                "num_groups": 2,
+                "max_train": 600,
+                "max_test": 200,
+                "validation_fraction": 0.0,
+            },
             "clients": {"models": {"mlp": 0.5, "logistic_regression": 0.5}},
             "algorithm": {
                 "name": "cosmos",
+                "recipe": "paper",
                 "pretrain_epochs": 1,
                 "local_epochs": 1,
                 "server_epochs": 1,
@@ -132,7 +141,12 @@ def test_calibrated_run_plans_to_spend_its_budget():
     ],
 )
 def test_unsupported_private_settings_are_config_errors(privacy, extra, message):
-    raw = {"clients": {"models": {"mlp": 0.5, "logistic_regression": 0.5}}, "privacy": privacy}
+    raw = {
+        "data": {"validation_fraction": 0.0},
+        "clients": {"models": {"mlp": 0.5, "logistic_regression": 0.5}},
+        "algorithm": {"name": "cosmos", "recipe": "paper"},
+        "privacy": privacy,
+    }
     raw.update(extra)
     with pytest.raises(ConfigError, match=message):
         build_experiment(config_from_dict(raw))

@@ -10,7 +10,8 @@ from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import ConfigError, load_config
 from cosmosfl.experiment.sites import SiteRefusedError, read_site_file
 
-SMALL = ["rounds=2", "threads=1", "algorithm.pretrain_epochs=2", "algorithm.local_epochs=1"]
+SMALL = ["rounds=2", "threads=1", "algorithm.pretrain_epochs=2", "algorithm.local_epochs=1",
+         "data.validation_fraction=0", "algorithm.recipe=paper"]  # fmt: skip
 
 
 def add_privacy(site_file, text):
