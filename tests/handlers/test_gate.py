@@ -7,6 +7,7 @@ from torch import nn
 
 from cosmosfl import Client, TorchLearner
 from cosmosfl.core.tasks import Distill, Evaluate
+from cosmosfl.handlers import gate
 from cosmosfl.handlers.gate import MIN_GATE_ROWS, Rows, helps
 
 
@@ -141,3 +142,39 @@ def test_the_deployed_mix_leans_on_a_better_model_chosen_on_validation_only():
     # however good it would have been on the test rows.
     wrong_val = np.eye(3, dtype=np.float32)[(y_val + 1) % 3] * 0.9 + 0.1 / 3
     assert _mix(client, wrong_val, oracle_test)["alpha"] == 1.0
+
+
+class _FixedModel:
+    """A client model that predicts fixed probabilities (row i of `probs` for input row i)."""
+
+    def __init__(self, probs: np.ndarray) -> None:
+        self.probs = probs
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return self.probs[np.asarray(x, int).ravel()]
+
+
+class _SliceClient:
+    def __init__(self, probs: np.ndarray, y: np.ndarray) -> None:
+        self.learner = _FixedModel(probs)
+        self.rows = (np.arange(len(y)).reshape(-1, 1), y)
+
+    def split(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        return self.rows
+
+
+def test_the_mix_needs_stronger_evidence_than_one_gate_step_on_a_tiny_slice():
+    # Ten validation rows of class 0; the own model gives it 0.6 everywhere. The other model
+    # is surer on seven rows and less sure on three (same argmax everywhere): a gain one
+    # standard error would accept on some weight, but not beyond the noise that searching
+    # ten weights on ten rows allows.
+    y = np.zeros(10, np.int64)
+    own = np.tile([0.6, 0.2, 0.2], (10, 1))
+    other = np.array([[0.95, 0.025, 0.025]] * 7 + [[0.35, 0.325, 0.325]] * 3)
+    own_rows = gate._rows(own, y)
+    mixes = [gate._rows(a * own + (1 - a) * other, y) for a in gate.MIX_WEIGHTS[:-1]]
+    assert any(helps(own_rows, m, 0.0, gate.GATE_Z) for m in mixes)  # the premise
+    assert gate.deployed_mix(_SliceClient(own, y), other, other, "test")["alpha"] == 1.0
+    # Ten times the rows with the same pattern is evidence enough: the mix leans on it.
+    y10, own10, other10 = np.tile(y, 10), np.tile(own, (10, 1)), np.tile(other, (10, 1))
+    assert gate.deployed_mix(_SliceClient(own10, y10), other10, other10, "test")["alpha"] < 1.0
