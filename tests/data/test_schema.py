@@ -1,4 +1,4 @@
-"""U fixes the feature layout of every site's table (data/schema.py)."""
+"""U fixes the feature layout of every site's table (data/schema.py, read by data/tabular.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.data.errors import DatasetFormatError
-from cosmosfl.data.schema import read_public_table, read_site_table
+from cosmosfl.data.tabular import read_public_table, read_site_table
 
 PUBLIC = "a,colour,b\n1,red,10\n2,blue,20\n3,red,30\n"
 
