@@ -98,7 +98,7 @@ def read_table(
     columns = list(df.columns)
     if not columns:
         raise DatasetFormatError(f"{where}: the table has no columns")
-    has_split = SPLIT_COLUMN in columns and label_column != SPLIT_COLUMN
+    has_split = _has_split(columns, label_column)
     if label_column is None:
         candidates = [c for c in columns if not (has_split and c == SPLIT_COLUMN)]
         if not candidates:
@@ -172,7 +172,7 @@ def read_site_table(
     test_fraction = check_test_fraction(test_fraction)
     df, where = _frame(path, sep, encoding)
     _check_rows(df, where)
-    has_split = SPLIT_COLUMN in df.columns and label_column != SPLIT_COLUMN
+    has_split = _has_split(list(df.columns), label_column)
     others = [c for c in df.columns if c not in schema.columns and c != SPLIT_COLUMN]
     if label_column is None:
         if len(others) != 1:
@@ -210,6 +210,11 @@ def _frame(path: str | Path, sep: str | None, encoding: str | None) -> tuple[Any
 def _check_rows(df: Any, where: str) -> None:
     if len(df) == 0:
         raise DatasetFormatError(f"{where}: the table has a header but no data rows")
+
+
+def _has_split(columns: list[str], label_column: str | None) -> bool:
+    """Whether a `split` column gives the split (unless it is the named label column)."""
+    return SPLIT_COLUMN in columns and label_column != SPLIT_COLUMN
 
 
 def _test_rows(

@@ -159,24 +159,7 @@ def site_dataset(site: Site, public: PublicSet, labels: tuple[str, ...]) -> Data
     `label_map`) are looked up by name, so a site missing classes or ordering them differently
     gets the same ids as every other; a label outside the set refuses the site."""
     where = f"site {site.id if site.id is not None else site.where} ({site.data})"
-    if site.data.name.lower().endswith(TABLE_SUFFIXES):
-        if public.schema is None:
-            raise SiteRefusedError(f"{where}: holds a table and the run's U is not one")
-        arrays = read_site_table(
-            site.data,
-            public.schema,
-            label_column=site.label_column,
-            test_fraction=site.test_fraction,
-            seed=FILE_SPLIT_SEED,
-            missing=site.missing,
-        )
-        own = arrays["classes"]
-    else:
-        ds = load_dataset(
-            str(site.data), test_fraction=site.test_fraction, image_size=site.image_size
-        )
-        arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
-        own = ds.classes
+    arrays, own = _site_arrays(site, public, where, site.missing)
     names = [site.label_map.get(c, c) for c in own]
     merged = {n: [c for c, m in zip(own, names, strict=True) if m == n] for n in set(names)}
     merged = {n: cs for n, cs in merged.items() if len(cs) > 1}
@@ -251,16 +234,29 @@ def site_labels(cfg: ExperimentConfig, sites: list[Site], public: PublicSet) -> 
 
 
 def _own_labels(site: Site, public: PublicSet) -> tuple[str, ...]:
-    if site.data.name.lower().endswith(TABLE_SUFFIXES) and public.schema is not None:
+    where = f"site {site.id if site.id is not None else site.where} ({site.data})"
+    return _site_arrays(site, public, where, "impute")[1]  # missing values: not refused here
+
+
+def _site_arrays(
+    site: Site, public: PublicSet, where: str, missing: str
+) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """The site's own file as train/test arrays and its own label names (a table read with
+    U's schema, anything else as `load_dataset` reads it)."""
+    if site.data.name.lower().endswith(TABLE_SUFFIXES):
+        if public.schema is None:
+            raise SiteRefusedError(f"{where}: holds a table and the run's U is not one")
         arrays = read_site_table(
             site.data,
             public.schema,
             label_column=site.label_column,
-            missing="impute",
             test_fraction=site.test_fraction,
+            seed=FILE_SPLIT_SEED,
+            missing=missing,
         )
-        return tuple(arrays["classes"])
-    return load_dataset(str(site.data), test_fraction=site.test_fraction).classes
+        return arrays, arrays["classes"]
+    ds = load_dataset(str(site.data), test_fraction=site.test_fraction, image_size=site.image_size)
+    return {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}, ds.classes
 
 
 def config_sites(cfg: ExperimentConfig) -> list[Site]:
