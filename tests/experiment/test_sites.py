@@ -120,3 +120,23 @@ def test_the_example_runs_in_process_and_reports_no_ground_truth(sites_root, tmp
     assert "adjusted_rand_index" not in summary and "K" in summary
     again = run_experiment(cfg, None, progress=False)
     assert again.records[-1]["accuracy"] == result.records[-1]["accuracy"]  # seeded
+
+
+def test_site_paths_are_looked_up_as_dataset_paths_are(sites_root, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """One resolver: a file the config names is used as given, else found in data.data_dir,
+    else in $COSMOSFL_DATA_DIR, for `sites.public` as for `data.dataset`."""
+    import dataclasses
+
+    from cosmosfl.data.sources import resolve_data_path
+    from cosmosfl.experiment.sites import config_path
+
+    monkeypatch.delenv("COSMOSFL_DATA_DIR", raising=False)
+    cfg = load_config(sites_root / "run.yaml", ["data.data_dir=null"])
+    monkeypatch.chdir(tmp_path)  # public.csv is not here
+    assert config_path(cfg, "public.csv") == resolve_data_path("public.csv", None)
+    assert not config_path(cfg, "public.csv").exists()
+    in_dir = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, data_dir=str(sites_root)))
+    assert config_path(in_dir, "public.csv") == sites_root / "public.csv"
+    monkeypatch.setenv("COSMOSFL_DATA_DIR", str(sites_root))
+    assert config_path(cfg, "public.csv") == sites_root / "public.csv"
+    assert resolve_data_path("public.csv", None) == sites_root / "public.csv"

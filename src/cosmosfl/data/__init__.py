@@ -25,6 +25,7 @@ from cosmosfl.data.prepare import (
     feature_stats,
     prepare_features,
     prepare_images,
+    standardiser,
 )
 from cosmosfl.data.report import (
     label_summary,
@@ -72,6 +73,7 @@ __all__ = [
     "plot_label_distribution",
     "prepare_features",
     "prepare_images",
+    "standardiser",
     "subsample",
     "train_augmentation_for",
     "write_label_csv",

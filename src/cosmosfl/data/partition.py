@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cosmosfl.data._rounding import capped_allocation, largest_remainder, stratified_indices
+from cosmosfl.data.splitting import capped_allocation, largest_remainder, stratified_indices
 
 __all__ = [
     "PARTITIONERS",

@@ -1,14 +1,28 @@
 """From stored samples to model inputs: images standardised per channel, feature vectors per
 feature, both with statistics of the public set U (which every party holds, so no client's
-private data shapes another's preprocessing)."""
+private data shapes another's preprocessing). `standardiser(U)` is that rule, for the
+partition mode and for sites alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["channel_stats", "feature_stats", "prepare_features", "prepare_images"]
+__all__ = ["channel_stats", "feature_stats", "prepare_features", "prepare_images", "standardiser"]
 
 _CHUNK = 8192  # images per chunk: bounds the float temporaries for 60k-image datasets
+
+
+def standardiser(public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """How stored samples become model inputs: standardised with statistics of the public set
+    `public` (U), per feature for (N, D) vectors (a missing value becomes U's mean), per
+    channel for (N, H, W, C) images."""
+    if public.ndim == 4:
+        c_mean, c_std = channel_stats(public)
+        return lambda x: prepare_images(x, c_mean, c_std)
+    f_mean, f_std = feature_stats(public)
+    return lambda x: prepare_features(x, f_mean, f_std)
 
 
 def channel_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from cosmosfl.data.errors import DatasetFormatError
-from cosmosfl.data.prepare import channel_stats, feature_stats, prepare_features, prepare_images
-from cosmosfl.data.schema import FeatureSchema, read_public_table
-from cosmosfl.data.tabular import TABLE_SUFFIXES
+from cosmosfl.data.prepare import standardiser
+from cosmosfl.data.schema import FeatureSchema
+from cosmosfl.data.tabular import TABLE_SUFFIXES, read_public_table
 
 __all__ = ["PublicSet", "PublicSetError", "file_sha256", "load_public"]
 
@@ -91,11 +91,7 @@ def load_public(
             f"{who}: the public set U must be a table ({', '.join(TABLE_SUFFIXES)}) or an "
             f".npz file with an array `x`; got {path.name}"
         )
-    if raw.ndim == 2:
-        mean, std = feature_stats(raw)
-        return PublicSet(raw, digest, schema, lambda x: prepare_features(x, mean, std))
-    c_mean, c_std = channel_stats(raw)
-    return PublicSet(raw, digest, schema, lambda x: prepare_images(x, c_mean, c_std))
+    return PublicSet(raw, digest, schema, standardiser(raw))
 
 
 def _public_npz(path: Path) -> np.ndarray:

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.data._rounding import stratified_indices
 from cosmosfl.data.dataset import Dataset, ImageDataset, from_arrays
 from cosmosfl.data.download import TORCHVISION_DATASETS, fetch_torchvision, torchvision_available
 from cosmosfl.data.errors import DatasetFormatError, DatasetNotFoundError
 from cosmosfl.data.npz import read_npz
+from cosmosfl.data.splitting import stratified_indices
 from cosmosfl.data.tabular import TABLE_SUFFIXES  # read with pandas; Parquet also needs pyarrow
 
 __all__ = [
@@ -32,8 +32,10 @@ __all__ = [
     "DatasetFormatError",
     "DatasetNotFoundError",
     "ImageDataset",
+    "data_folder",
     "default_cache_dir",
     "load_dataset",
+    "resolve_data_path",
     "subsample",
 ]
 
@@ -90,7 +92,7 @@ def load_dataset(
     Named datasets are looked up in `data_dir` (else `$COSMOSFL_DATA_DIR`), as `.npz` files or
     in their official formats; when absent and `download` is set, torchvision fetches them into
     `<cache_dir>/torchvision`. Tables: `label_column` (default: the last column) and `missing`
-    ("refuse" or "impute") as `data.formats.read_table` documents; image folders are resized to
+    ("refuse" or "impute") as `data.tabular.read_table` documents; image folders are resized to
     `image_size` px; `sep` / `encoding` for text tables (default: sniffed / UTF-8). A file
     without a test split gets a stratified `test_fraction` of its rows,
     drawn with a fixed seed: the split belongs to the dataset, not to a run.
@@ -102,7 +104,7 @@ def load_dataset(
         return _load_digits()
     if canonical in DATASET_FILES:
         return _load_named(canonical, data_dir, download=download, cache=cache)
-    path = _resolve_path(key, data_dir)
+    path = resolve_data_path(key, data_dir)
     if path.name.lower().endswith(TABLE_SUFFIXES):
         from cosmosfl.data.tabular import read_table  # imports pandas on use
 
@@ -117,7 +119,7 @@ def load_dataset(
         )
         return from_arrays(_stem(path), arrays, natural=False)
     if path.is_dir():
-        from cosmosfl.data.formats import read_image_folder
+        from cosmosfl.data.image_folders import read_image_folder
 
         arrays = read_image_folder(
             path, image_size=image_size, test_fraction=test_fraction, seed=FILE_SPLIT_SEED
@@ -139,17 +141,22 @@ def load_dataset(
     )
 
 
-def _resolve_path(key: str, data_dir: str | Path | None) -> Path:
-    """A relative file name is looked up in the data directory when it is not found as given
-    (so `--data-dir DIR data.dataset=file.csv` works)."""
-    path = Path(key).expanduser()
+def data_folder(data_dir: str | Path | None) -> Path | None:
+    """The data directory: `data_dir`, else `$COSMOSFL_DATA_DIR`, else None."""
+    folder = data_dir if data_dir else os.environ.get("COSMOSFL_DATA_DIR")
+    return Path(folder).expanduser() if folder else None
+
+
+def resolve_data_path(name: str | Path, data_dir: str | Path | None) -> Path:
+    """A file a config or a call names: as given when it exists (or is absolute), else inside
+    the data directory (`data_folder`) when it is there, else as given (for the caller's "not
+    found"). So `--data-dir DIR data.dataset=file.csv` and `sites.public: u.csv` both work."""
+    path = Path(name).expanduser()
     if path.exists() or path.is_absolute():
         return path
-    folder = data_dir if data_dir is not None else os.environ.get("COSMOSFL_DATA_DIR")
-    if folder:
-        candidate = Path(folder).expanduser() / path
-        if candidate.exists():
-            return candidate
+    folder = data_folder(data_dir)
+    if folder is not None and (folder / path).exists():
+        return folder / path
     return path
 
 
@@ -178,8 +185,7 @@ def _load_named(
     name: str, data_dir: str | Path | None, *, download: bool, cache: Path
 ) -> ImageDataset:
     natural = name in NATURAL_DATASETS
-    if data_dir is None:
-        data_dir = os.environ.get("COSMOSFL_DATA_DIR") or None
+    data_dir = data_folder(data_dir)
     tried: list[str] = []
     if data_dir is not None:
         for fname in DATASET_FILES[name]:

@@ -3,8 +3,9 @@
 Building is kept apart from running (runner.py) so that whoever only needs the parties — a
 Flower node building its own client, a benchmark training round-1 labels — imports none of
 the run machinery (engines, checkpoints, run directories, tracking). How each part is made
-(the `Experiment` record, a client's learner, the algorithm) is in parts.py, shared with the
-sites' build (sites.py), to which `build_experiment` hands a config with `sites.public` set.
+(the `Experiment` record, a client's learner, the algorithm) is in parts.py, and a client in
+client_builder.py, both shared with the sites' build (sites.py), to which `build_experiment`
+hands a config with `sites.public` set.
 """
 
 from __future__ import annotations
@@ -15,26 +16,24 @@ from typing import Any
 import numpy as np
 
 from cosmosfl.algorithms.registry import ALGORITHMS
-from cosmosfl.client import Client
 from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import (
-    Dataset,
     Partition,
     PartitionError,
-    channel_stats,
-    feature_stats,
     load_dataset,
     make_partition,
-    prepare_features,
-    prepare_images,
+    standardiser,
     subsample,
 )
+from cosmosfl.experiment.client_builder import build_client
 from cosmosfl.experiment.config import ExperimentConfig, reference_runs
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
-from cosmosfl.experiment.parts import Experiment, make_algorithm, make_learner, validation_holdout
+from cosmosfl.experiment.parts import Experiment, make_algorithm
 
 # The parts of an experiment, made the same way for sites (sites.py); importable from here too.
+from cosmosfl.experiment.parts import make_learner as make_learner
+from cosmosfl.experiment.parts import validation_holdout as validation_holdout
 from cosmosfl.experiment.private_clients import privatise_clients
 
 
@@ -150,35 +149,20 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     except PartitionError as err:
         raise err.naming(dataset.classes) from None
     check_useful_sizes(part, d, len(dataset.y_train))
-    prepare = input_preparation(dataset, part.public)
-
-    def train_part(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # Standardising is elementwise, so a slice prepared alone equals that slice of the
-        # whole set prepared: each client's arrays are prepared from its own indices only.
-        return prepare(dataset.x_train[idx]), dataset.y_train[idx]
-
-    m = dataset.num_classes
-    built = []
-    for cid in wanted:
-        tr, te = part.client_train[cid], part.client_test[cid]
-        tr, va = validation_holdout(tr, d.validation_fraction, derive_seed(cfg.seed, "val", cid))
-        learner = make_learner(
-            specs[cid], cfg, dataset, derive_seed(cfg.seed, "client", cid), m, client_id=cid
+    # Standardising is elementwise, so a slice prepared alone equals that slice of the whole
+    # set prepared: each client's arrays are prepared from its own indices only.
+    prepare = standardiser(dataset.x_train[part.public])
+    built = [
+        build_client(
+            cfg, cid, specs[cid], dataset, part.client_train[cid], part.client_test[cid], prepare
         )
-        built.append(
-            Client(
-                cid,
-                learner,
-                train_part(tr),
-                (prepare(dataset.x_test[te]), dataset.y_test[te]),
-                validation=train_part(va) if len(va) else None,
-            )
-        )
+        for cid in wanted
+    ]
     probe = (
         public_probe(dataset.y_train[part.public], part) if part.class_groups is not None else None
     )
     algorithm = make_algorithm(cfg, natural=bool(dataset.natural), public_probe=probe)
-    public_x = train_part(part.public)[0]
+    public_x = prepare(dataset.x_train[part.public])
     privacy = privatise_clients(cfg.privacy, built, public_x, algorithm, cfg.rounds, cfg.seed)
     return Experiment(cfg, dataset, part, built, public_x, algorithm, names, privacy=privacy)
 
@@ -207,17 +191,6 @@ def check_useful_sizes(part: Partition, d: Any, train_rows: int) -> None:
             "rows are test rows): lower data.test_fraction, data.num_clients or "
             "data.public_fraction, or use more data"
         )
-
-
-def input_preparation(dataset: Dataset, public: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """How stored samples become model inputs: standardised with statistics of the public set
-    U (per channel for images, per feature for vectors, missing values -> U's mean). Every
-    party holds U, so no client's private data leaks into the preprocessing of the others."""
-    if dataset.kind == "vectors":
-        f_mean, f_std = feature_stats(dataset.x_train[public])
-        return lambda x: prepare_features(x, f_mean, f_std)
-    c_mean, c_std = channel_stats(dataset.x_train[public])
-    return lambda x: prepare_images(x, c_mean, c_std)
 
 
 def public_probe(y_public: np.ndarray, part: Partition) -> Callable[..., dict[str, Any]]:

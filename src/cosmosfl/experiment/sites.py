@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cosmosfl.client import Client
-from cosmosfl.core.seeds import derive_seed
 from cosmosfl.data import Dataset, load_dataset
 from cosmosfl.data.public import PublicSet, load_public
-from cosmosfl.data.schema import read_site_table
-from cosmosfl.data.sources import FILE_SPLIT_SEED
-from cosmosfl.data.tabular import TABLE_SUFFIXES
+from cosmosfl.data.schema import label_order
+from cosmosfl.data.sources import FILE_SPLIT_SEED, resolve_data_path
+from cosmosfl.data.tabular import TABLE_SUFFIXES, read_site_table
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
 from cosmosfl.experiment.private_clients import PRIVACY_KEYS, privatise_clients, site_settings
@@ -160,24 +159,7 @@ def site_dataset(site: Site, public: PublicSet, labels: tuple[str, ...]) -> Data
     `label_map`) are looked up by name, so a site missing classes or ordering them differently
     gets the same ids as every other; a label outside the set refuses the site."""
     where = f"site {site.id if site.id is not None else site.where} ({site.data})"
-    if site.data.name.lower().endswith(TABLE_SUFFIXES):
-        if public.schema is None:
-            raise SiteRefusedError(f"{where}: holds a table and the run's U is not one")
-        arrays = read_site_table(
-            site.data,
-            public.schema,
-            label_column=site.label_column,
-            test_fraction=site.test_fraction,
-            seed=FILE_SPLIT_SEED,
-            missing=site.missing,
-        )
-        own = arrays["classes"]
-    else:
-        ds = load_dataset(
-            str(site.data), test_fraction=site.test_fraction, image_size=site.image_size
-        )
-        arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
-        own = ds.classes
+    arrays, own = _site_arrays(site, public, where, site.missing)
     names = [site.label_map.get(c, c) for c in own]
     merged = {n: [c for c, m in zip(own, names, strict=True) if m == n] for n in set(names)}
     merged = {n: cs for n, cs in merged.items() if len(cs) > 1}
@@ -222,33 +204,16 @@ def build_site_client(
     """(the site's client, its model name), seeded from the config's seed and the site id as
     a partition-mode client with that id is; under privacy (the site's settings over the
     run's) its learner behind its mechanism, what was chosen appended to `notes`."""
-    from cosmosfl.experiment.parts import make_algorithm, make_learner, validation_holdout
+    from cosmosfl.experiment.client_builder import build_client
+    from cosmosfl.experiment.parts import make_algorithm
 
     site = Site(**{**site.__dict__, "id": site_id})
     privacy, refusal = site_settings(cfg, site.privacy, f"site {site_id} ({site.where})")
     if refusal is not None:
         raise SiteRefusedError(refusal)
     ds = site_dataset(site, public, labels)
-    tr, va = validation_holdout(
-        np.arange(len(ds.y_train)),
-        cfg.data.validation_fraction,
-        derive_seed(cfg.seed, "val", site_id),
-    )
-    learner = make_learner(
-        site.model,
-        cfg,
-        ds,
-        derive_seed(cfg.seed, "client", site_id),
-        len(labels),
-        client_id=site_id,
-    )
-    client = Client(
-        site_id,
-        learner,
-        (public.prepare(ds.x_train[tr]), ds.y_train[tr]),
-        (public.prepare(ds.x_test), ds.y_test),
-        validation=(public.prepare(ds.x_train[va]), ds.y_train[va]) if len(va) else None,
-    )
+    every = np.arange(len(ds.y_train)), np.arange(len(ds.y_test))
+    client = build_client(cfg, site_id, site.model, ds, *every, public.prepare)
     client.public_x = public.x
     algorithm = make_algorithm(cfg, natural=False) if privacy.enabled else None
     lines = privatise_clients(privacy, [client], public.x, algorithm, cfg.rounds, cfg.seed)
@@ -265,28 +230,33 @@ def site_labels(cfg: ExperimentConfig, sites: list[Site], public: PublicSet) -> 
     for site in sites:
         ds_classes = _own_labels(site, public)
         found |= {site.label_map.get(c, c) for c in ds_classes}
-    return tuple(sorted(found, key=_label_key))
+    return tuple(label_order(found))
 
 
 def _own_labels(site: Site, public: PublicSet) -> tuple[str, ...]:
-    if site.data.name.lower().endswith(TABLE_SUFFIXES) and public.schema is not None:
+    where = f"site {site.id if site.id is not None else site.where} ({site.data})"
+    return _site_arrays(site, public, where, "impute")[1]  # missing values: not refused here
+
+
+def _site_arrays(
+    site: Site, public: PublicSet, where: str, missing: str
+) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """The site's own file as train/test arrays and its own label names (a table read with
+    U's schema, anything else as `load_dataset` reads it)."""
+    if site.data.name.lower().endswith(TABLE_SUFFIXES):
+        if public.schema is None:
+            raise SiteRefusedError(f"{where}: holds a table and the run's U is not one")
         arrays = read_site_table(
             site.data,
             public.schema,
             label_column=site.label_column,
-            missing="impute",
             test_fraction=site.test_fraction,
+            seed=FILE_SPLIT_SEED,
+            missing=missing,
         )
-        return tuple(arrays["classes"])
-    return load_dataset(str(site.data), test_fraction=site.test_fraction).classes
-
-
-def _label_key(name: str) -> tuple[int, float, str]:
-    """Numbers numerically, then text (the order `tabular.read_table` gives labels)."""
-    try:
-        return (0, float(name), "")
-    except ValueError:
-        return (1, 0.0, name)
+        return arrays, arrays["classes"]
+    ds = load_dataset(str(site.data), test_fraction=site.test_fraction, image_size=site.image_size)
+    return {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}, ds.classes
 
 
 def config_sites(cfg: ExperimentConfig) -> list[Site]:
@@ -376,13 +346,9 @@ def public_path(cfg: ExperimentConfig) -> Path:
 
 
 def config_path(cfg: ExperimentConfig, name: str) -> Path:
-    """A path the config names: as given (absolute, or relative to the working directory),
-    else inside `data.data_dir` (as `data.dataset` paths are looked up)."""
-    path = Path(str(name)).expanduser()
-    if path.is_absolute() or path.exists() or not cfg.data.data_dir:
-        return path
-    inside = Path(cfg.data.data_dir).expanduser() / path
-    return inside if inside.exists() else path
+    """A path the config names, looked up as `data.dataset` paths are (`resolve_data_path`):
+    as given, else inside `data.data_dir` (or $COSMOSFL_DATA_DIR)."""
+    return resolve_data_path(name, cfg.data.data_dir)
 
 
 def shared_config(cfg: ExperimentConfig, *, keep_files: bool = False) -> ExperimentConfig:

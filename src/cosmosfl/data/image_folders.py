@@ -1,5 +1,4 @@
-"""Folders of images as users keep them, read into plain arrays; and the seeded stratified
-train/test split that every file without a split gets (tables too).
+"""Folders of images as users keep them, read into plain arrays.
 
 `read_image_folder` returns a dict with `x_train, y_train, x_test, y_test` (images uint8
 (N, H, W, C), labels int64 0..M-1) and `classes` (tuple of str, `classes[i]` names label i), the
@@ -20,74 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from cosmosfl.data._rounding import stratified_indices
 from cosmosfl.data.errors import DatasetFormatError, DatasetNotFoundError
+from cosmosfl.data.splitting import check_test_fraction, split_arrays, stratified_test_mask
 
-__all__ = [
-    "IMAGE_EXTENSIONS",
-    "check_test_fraction",
-    "read_image_folder",
-    "stratified_test_mask",
-]
+__all__ = ["IMAGE_EXTENSIONS", "read_image_folder"]
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 _GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "F"})  # plus every "I;16..." variant
-
-
-# -- the stratified train/test split (shared with tabular.py) ------------------------------------
-def check_test_fraction(test_fraction: float) -> float:
-    """Return `test_fraction` as a float, or raise ValueError unless it lies strictly in (0, 1)."""
-    ok = isinstance(test_fraction, int | float) and not isinstance(test_fraction, bool)
-    if not ok or not 0.0 < float(test_fraction) < 1.0:
-        raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
-    return float(test_fraction)
-
-
-def stratified_test_mask(
-    labels: np.ndarray,
-    test_fraction: float,
-    seed: int,
-    where: str,
-    classes: tuple[str, ...],
-    unit: str = "rows",
-) -> np.ndarray:
-    """Boolean mask of the test samples: a seeded class-proportional `test_fraction` of them.
-
-    Every class needs at least 2 samples and must keep one in train; a class may end up absent
-    from the test split when its share rounds to 0.
-    """
-    present, counts = np.unique(labels, return_counts=True)
-    if (counts < 2).any():
-        few = [classes[int(c)] for c in present[counts < 2]]
-        raise DatasetFormatError(
-            f"{where}: classes {few} have a single {unit[:-1]}; the stratified train/test split "
-            f"needs at least 2 {unit} per class: add {unit}, drop those classes, or give the "
-            "split explicitly"
-        )
-    is_test = np.zeros(len(labels), dtype=bool)
-    is_test[stratified_indices(labels, float(test_fraction), np.random.default_rng(seed))] = True
-    if not is_test.any():
-        raise DatasetFormatError(
-            f"{where}: test_fraction={test_fraction} of {len(labels)} {unit} leaves the test "
-            "split empty; raise test_fraction"
-        )
-    lost = [classes[int(c)] for c in np.setdiff1d(present, labels[~is_test])]
-    if len(lost):
-        raise DatasetFormatError(
-            f"{where}: test_fraction={test_fraction} puts every {unit[:-1]} of classes {lost} "
-            "into the test split; lower test_fraction"
-        )
-    return is_test
-
-
-def _split(x: np.ndarray, y: np.ndarray, is_test: np.ndarray) -> dict[str, Any]:
-    # Boolean indexing keeps the original order within each split and returns contiguous copies.
-    return {
-        "x_train": x[~is_test],
-        "y_train": y[~is_test],
-        "x_test": x[is_test],
-        "y_test": y[is_test],
-    }
 
 
 # -- image folders -----------------------------------------------------------------------------
@@ -161,7 +99,7 @@ def read_image_folder(
         is_test = stratified_test_mask(y, test_fraction, seed, str(root), classes, "images")
     else:
         is_test = np.asarray(in_test, dtype=bool)
-    return {**_split(x, y, is_test), "classes": classes}
+    return {**split_arrays(x, y, is_test), "classes": classes}
 
 
 def _visible_dirs(folder: Path) -> dict[str, Path]:

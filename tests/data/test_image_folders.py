@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from cosmosfl.data.errors import DatasetFormatError, DatasetNotFoundError
-from cosmosfl.data.formats import read_image_folder
+from cosmosfl.data.image_folders import read_image_folder
 from cosmosfl.data.official import (
     find_cifar100,
     find_emnist,
