@@ -80,7 +80,7 @@ class Cosmos(CosmosSettings, Algorithm):
     cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)  # h_k
     # Clients that have finished local training once (they get E0 epochs until they have).
     pretrained: set[int] = field(default_factory=set, init=False)
-    # π and the clustering's state, built from the settings above when first needed.
+    # π and the clustering's state, built when first needed; it reads the settings above.
     _membership: Membership | None = field(default=None, init=False, repr=False)
     _pending_models: dict[int, Any] | None = field(default=None, init=False, repr=False)
 
@@ -294,20 +294,10 @@ class Cosmos(CosmosSettings, Algorithm):
     # -- membership π (cosmos_membership.py) and the server models h_k -------------------------
     @property
     def membership(self) -> Membership:
-        """π and the clustering's state; built from the clustering settings when first needed
-        (a round or a restore), so settings changed after that do not reach it."""
+        """π and the clustering's state (step 2); built when first needed (a round or a
+        restore), reading the clustering settings from this algorithm."""
         if self._membership is None:
-            self._membership = Membership(
-                b0=self.b0,
-                target_clusters=self.target_clusters,
-                rule=self.b0_rule,
-                search=self.b0_search,
-                clustering=self.clustering,
-                distance=self.distance,
-                distance_sample=self.distance_sample,
-                distance_backend=self.distance_backend,
-                recluster=self.recluster,
-            )
+            self._membership = Membership(self)
         return self._membership
 
     @property
