@@ -103,7 +103,8 @@ class Cosmos(CosmosSettings, Algorithm):
         teachers = self._cluster_teachers(fed, probs)  # (3a) f̄_k
         server = self._server_distillation(fed, teachers, record)  # (3b) h_k
         self._select_on_validation(fed, record, server.h_test, own_test)  # extension
-        self._client_distillation(fed, server, record)  # (4) f_i^(t,2), and (5) deployment
+        own = self._client_distillation(fed, server, record)  # (4) f_i^(t,2)
+        self._deploy(fed, record, server, own)  # (5) what each client deploys
         self._summarise(record, server)
         self._public_probe(record, probs, server)  # measurement hook
         return record
@@ -174,12 +175,10 @@ class Cosmos(CosmosSettings, Algorithm):
             record.add_metrics("cluster_model", h_test)  # h_π(i)
         return ServerStep(teachers, losses, h_public, h_test)
 
-    def _client_distillation(
-        self, fed: Federation, server: ServerStep, record: RoundRecord
-    ) -> None:
+    def _client_distillation(self, fed: Federation, server: ServerStep, record: RoundRecord) -> Any:
         """Step 4: each client distils h_π(i)(U) into f_i (eq. 2; the validated recipe's clients
         keep the step only if their gate passes it); then f_i^(t,2) is evaluated
-        ("client_model") and step 5 follows."""
+        ("client_model"). Returns that evaluation."""
         with fed.phase("client_distillation"):
             # One request per cluster, shared by its members: its targets are encoded once.
             gate = self.client_gate_used
@@ -210,7 +209,7 @@ class Cosmos(CosmosSettings, Algorithm):
         with fed.phase("evaluation"):
             own = evaluate_clients(fed)
             record.add_metrics("client_model", own)  # f_i^(t,2)
-            self._deploy(fed, record, server, own)
+        return own
 
     @staticmethod
     def _note_unjudged(fed: Federation, replies: dict[int, Any]) -> None:
@@ -229,23 +228,24 @@ class Cosmos(CosmosSettings, Algorithm):
         each client kept."""
         if self.recipe == "paper":
             return
-        deployed = self._deployed_metrics(fed, own)
-        record.add_metrics("deployed", deployed)
-        if self.deploy == "mix":  # per client, the weight α of its own model in the mix
+        with fed.phase("evaluation"):
+            deployed = self._deployed_metrics(fed, own)
+            record.add_metrics("deployed", deployed)
+            if self.deploy == "mix":  # per client, the weight α of its own model in the mix
+                record.add_info(
+                    "deployed_mix", {c: {"alpha": m.get("alpha", 1.0)} for c, m in deployed.items()}
+                )
             record.add_info(
-                "deployed_mix", {c: {"alpha": m.get("alpha", 1.0)} for c, m in deployed.items()}
+                "server_fidelity",
+                {
+                    k: {
+                        name: v
+                        for name, v in server.losses[k].items()
+                        if name.startswith("fidelity_") or name in ("epochs", "best_epoch")
+                    }
+                    for k in sorted(server.losses)
+                },
             )
-        record.add_info(
-            "server_fidelity",
-            {
-                k: {
-                    name: v
-                    for name, v in server.losses[k].items()
-                    if name.startswith("fidelity_") or name in ("epochs", "best_epoch")
-                }
-                for k in sorted(server.losses)
-            },
-        )
 
     def _deployed_metrics(self, fed: Federation, own: Any) -> Any:
         """The own model's metrics (`deploy: own`), or those of each client's validated mix
