@@ -18,8 +18,7 @@ from .test_reliability import ALGORITHMS, _cosmos_engine
 @pytest.mark.parametrize("clustering", ["greedy", "average-linkage"])
 def test_cosmos_client_missing_the_clustering_joins_its_groups_cluster(clustering):
     engine, part = _cosmos_engine(lambda r, c, t: "dropout" if r == 1 and c == 0 else None)
-    algo = ALGORITHMS["cosmos"]()
-    algo.clustering = clustering
+    algo = ALGORITHMS["cosmos"](clustering=clustering)
     with torch.random.fork_rng(devices=[]):
         first = engine.run_round(algo, 1, 2)
         assert "0" not in first["clusters"]  # it was offline for the clustering
@@ -42,8 +41,7 @@ def test_cosmos_group_missing_the_clustering_gets_its_own_cluster(clustering):
     # their soft labels speak their clusters' classes and the late pair is B0-close to none.
     # (With the validated recipe a client may refuse those steps and keep its local model,
     # whose soft labels can lie within B0 of the late pair's: the premise does not hold.)
-    algo = ALGORITHMS["cosmos"](recipe="paper")
-    algo.clustering = clustering
+    algo = ALGORITHMS["cosmos"](recipe="paper", clustering=clustering)
     with torch.random.fork_rng(devices=[]):
         first = engine.run_round(algo, 1, 2)
         assert not set(map(str, pair)) & set(first["clusters"])

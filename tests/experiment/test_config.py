@@ -1,6 +1,7 @@
 import pytest
 import yaml
 
+from cosmosfl.algorithms.cosmos import Cosmos
 from cosmosfl.experiment.build import client_model_names
 from cosmosfl.experiment.config import (
     ConfigError,
@@ -11,11 +12,17 @@ from cosmosfl.experiment.config import (
 )
 
 
+def make_algorithm(section: dict) -> Cosmos:
+    """The COSMOS a resolved `algorithm` section describes."""
+    return Cosmos(**{k: v for k, v in section.items() if k != "name"})
+
+
 def test_defaults_are_the_papers_but_the_clustering_and_the_recipe():
     cfg = config_from_dict({})
     alg = cfg.algorithm  # resolved: every setting present, defaults included
     assert alg["name"] == "cosmos" and alg["b0"] is None and alg["target_clusters"] is None
-    assert (alg["clustering"], alg["b0_rule"]) == ("average-linkage", "silhouette")
+    # Settings as given: "auto" is resolved by the algorithm (tests/algorithms/test_cosmos.py).
+    assert (alg["clustering"], alg["b0_rule"]) == ("average-linkage", "auto")
     assert (alg["lam"], alg["temperature"], alg["aggregation"], alg["distance"]) == (
         5.0,
         1.0,
@@ -166,14 +173,15 @@ def test_a_client_mix_builds_the_same_clients_from_a_file_or_an_override(tmp_pat
 
 def test_the_papers_clustering_is_one_setting_away():
     alg = config_from_dict({"algorithm": {"clustering": "greedy"}}).algorithm
-    assert (alg["b0_rule"], alg["target_clusters"], alg["b0"]) == ("target", 5, None)
+    assert (alg["clustering"], alg["b0_rule"], alg["target_clusters"]) == ("greedy", "auto", None)
+    assert (make_algorithm(alg).b0_rule_used, make_algorithm(alg).target_clusters_used) == (
+        "target",
+        5,
+    )
     # A K or B0 given with the default clustering cuts the dendrogram there.
     alg = config_from_dict({"algorithm": {"target_clusters": 3}}).algorithm
-    assert (alg["clustering"], alg["b0_rule"], alg["target_clusters"]) == (
-        "average-linkage",
-        "target",
-        3,
-    )
+    assert (alg["clustering"], alg["target_clusters"]) == ("average-linkage", 3)
+    assert make_algorithm(alg).b0_rule_used == "target"
 
 
 def test_a_config_relying_on_a_changed_default_gets_a_notice_that_is_not_a_setting():
@@ -202,7 +210,7 @@ def test_a_config_relying_on_a_changed_default_gets_a_notice_that_is_not_a_setti
 def test_configs_with_reported_figures_name_the_papers_clustering(repo_root, name):
     cfg = load_config(repo_root / "configs" / f"{name}.yaml")
     assert cfg.notices == []
-    assert (cfg.algorithm["clustering"], cfg.algorithm["b0_rule"]) == ("greedy", "target")
+    assert (cfg.algorithm["clustering"], cfg.algorithm["target_clusters"]) == ("greedy", 5)
     # ... and the paper's recipe, without a validation slice, as when they were measured.
     assert cfg.algorithm["recipe"] == "paper" and cfg.data.validation_fraction == 0
 

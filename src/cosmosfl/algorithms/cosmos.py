@@ -1,18 +1,25 @@
 """COSMOS: Clustered Output-based Server Models (paper, section 4).
 
-Round t = 1 is the pre-training and clustering (PTC) phase; rounds t >= 2 are the iterative
-federated fine-tuning (IFFT) phase:
+Round t = 1 is the pre-training and clustering (PTC) phase, rounds t >= 2 the iterative
+federated fine-tuning (IFFT) phase. Both run the same steps, numbered as the paper's PTC
+steps 1-4 (its IFFT steps 1, 2, 3 are steps 1, 3, 4 here), plus the validated recipe's step 5
+(docs/cosmos.md, "One round, step by step"):
 
-    PTC   (1) clients pre-train f_i on D_i for E0 epochs, send f_i^(1,1)(U)
-          (2) server clusters clients by pseudo-label distance (Algorithm 1, distance B0)
-          (3) server trains one model h_k per cluster on U: KL(h_k, f̄_k) + λ·r_B
-          (4) clients distill h_π(i)(U) into f_i (KL + λ·r_B, weights w_i(x)) -> f_i^(1,2)
-    IFFT  clients fine-tune on D_i -> f_i^(t,1)(U) -> server fine-tunes h_k on the new f̄_k
-          -> clients distill h_π(i)(U) -> f_i^(t,2)
+    (1)  local training: f_i on D_i (E0 epochs the first time, E after) -> f_i^(t,1);
+         each client sends f_i^(t,1)(U)
+    (2)  clustering: π by pseudo-label distance (round 1, or every round with `recluster`;
+         clients that missed it join later)
+    (3a) the teacher f̄_k: its members' f_i^(t,1)(U) aggregated, at temperature T
+    (3b) server-side distillation: h_k trained on U towards f̄_k, KL + λ·r_B (eq. 1); by
+         held-out fidelity in the validated recipe
+    (4)  client-side distillation: f_i distils h_π(i)(U), KL + λ·r_B (eq. 2) -> f_i^(t,2); in
+         the validated recipe a client keeps the step only if its gate passes it
+    (5)  deployment (validated recipe only): what each client deploys
 
 Only soft labels on U cross the wire; no model parameters ever do. `run_round` is these steps
-as five methods, (1) `_local_training` to (5) `_client_distillation`; an extension, a
-diagnostic, a measurement hook and the Flower plumbing each have one helper of their own.
+as one method each, `_local_training` and `_pseudo_labels` (1) to `_deploy` (5); an
+extension, a diagnostic, a measurement hook and the Flower plumbing each have one helper of
+their own.
 """
 
 from __future__ import annotations
@@ -45,9 +52,9 @@ from cosmosfl.learners.base import Learner
 
 
 class ServerStep(NamedTuple):
-    """What step 4 leaves for the rest of the round."""
+    """What step 3 leaves for steps 4 and 5."""
 
-    teachers: dict[int, np.ndarray]  # f̄_k(U) at temperature T, of the clusters trained
+    teachers: dict[int, np.ndarray]  # f̄_k(U) at temperature T (step 3a), of the clusters trained
     losses: dict[int, dict[str, float]]  # their distillation losses
     h_public: dict[int, np.ndarray]  # h_k(U) for every cluster
     h_test: Any  # h_π(i) on each client's test split (possibly deferred by the engine)
@@ -68,9 +75,9 @@ class Cosmos(CosmosSettings, Algorithm):
     the clustering (average linkage since 0.3, `changed_defaults`); the settings are
     `CosmosSettings`' (cosmos_settings.py).
 
-    The round is here, as section 4's five steps; who belongs to which cluster (round-1
-    clustering, late joiners) is `Membership`'s (cosmos_membership.py), which returns the
-    assignment; the server models h_k are Cosmos's own.
+    The round is here, as section 4's steps (the module's docstring); who belongs to which
+    cluster (round-1 clustering, late joiners) is `Membership`'s (cosmos_membership.py), which
+    returns the assignment; the server models h_k are Cosmos's own.
     """
 
     name: ClassVar[str] = "cosmos"
@@ -80,22 +87,24 @@ class Cosmos(CosmosSettings, Algorithm):
     cluster_models: dict[int, Learner] = field(default_factory=dict, init=False)  # h_k
     # Clients that have finished local training once (they get E0 epochs until they have).
     pretrained: set[int] = field(default_factory=set, init=False)
-    # π and the clustering's state, built from the settings above when first needed.
+    # π and the clustering's state, built when first needed; it reads the settings above.
     _membership: Membership | None = field(default=None, init=False, repr=False)
     _pending_models: dict[int, Any] | None = field(default=None, init=False, repr=False)
 
-    # -- the round: section 4's five steps -----------------------------------------------------
+    # -- the round: section 4's steps -------------------------------------------------------
     def run_round(self, fed: Federation, round_num: int) -> RoundRecord:
-        """PTC in round 1, IFFT after: the same five steps, only the epochs of step 1 and
-        whether step 3 clusters differ (docs/cosmos.md, "One round, step by step")."""
+        """PTC in round 1, IFFT after: the same steps, only the epochs of step 1 and whether
+        step 2 clusters differ (docs/cosmos.md, "One round, step by step")."""
         record = RoundRecord()
         self._restore_models(fed)
         trained = self._local_training(fed)  # (1) f_i^(t,1)
-        probs, own_test = self._pseudo_labels(fed, trained, record, round_num)  # (2) f_i(U)
-        self._clustering(fed, probs, round_num)  # (3) π, and an h_k for each new cluster
-        server = self._server_distillation(fed, probs, record)  # (4) h_k
+        probs, own_test = self._pseudo_labels(fed, trained, record, round_num)  # (1) f_i(U)
+        self._clustering(fed, probs, round_num)  # (2) π, and an h_k for each new cluster
+        teachers = self._cluster_teachers(fed, probs)  # (3a) f̄_k
+        server = self._server_distillation(fed, teachers, record)  # (3b) h_k
         self._select_on_validation(fed, record, server.h_test, own_test)  # extension
-        self._client_distillation(fed, server, record)  # (5) f_i^(t,2)
+        own = self._client_distillation(fed, server, record)  # (4) f_i^(t,2)
+        self._deploy(fed, record, server, own)  # (5) what each client deploys
         self._summarise(record, server)
         self._public_probe(record, probs, server)  # measurement hook
         return record
@@ -108,8 +117,8 @@ class Cosmos(CosmosSettings, Algorithm):
     def _pseudo_labels(
         self, fed: Federation, trained: Any, record: RoundRecord, round_num: int
     ) -> tuple[dict[int, np.ndarray], Any]:
-        """Step 2: every client sends f_i^(t,1)(U); then f_i^(t,1) is evaluated ("local").
-        Returns the pseudo-labels of the clients that answered and that evaluation."""
+        """Step 1, its end: every client sends f_i^(t,1)(U); then f_i^(t,1) is evaluated
+        ("local"). Returns the pseudo-labels of the clients that answered and that evaluation."""
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic(codec=self.codec)))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
@@ -122,7 +131,7 @@ class Cosmos(CosmosSettings, Algorithm):
         return probs, own_test
 
     def _clustering(self, fed: Federation, probs: dict[int, np.ndarray], round_num: int) -> None:
-        """Step 3: π from the pseudo-label distances (round 1, or every round with
+        """Step 2: π from the pseudo-label distances (round 1, or every round with
         `recluster`; else late joiners only), then a server model for each new cluster."""
         with fed.phase("clustering"):
             update = self.membership.update(probs, fed, round_num)
@@ -135,23 +144,41 @@ class Cosmos(CosmosSettings, Algorithm):
                     own = self.cluster_models[k].get_state()
                     self.cluster_models[k].set_state(inherit_state(old[source].get_state(), own))
 
-    def _server_distillation(
-        self, fed: Federation, probs: dict[int, np.ndarray], record: RoundRecord
-    ) -> ServerStep:
-        """Step 4: each h_k distils its cluster's teacher f̄_k on U (eq. 1); then h_π(i) is
-        evaluated ("cluster_model", the reported number)."""
+    def _cluster_teachers(
+        self, fed: Federation, probs: dict[int, np.ndarray]
+    ) -> dict[int, np.ndarray]:
+        """Step 3a: each cluster's teacher f̄_k(U), the paper's central quantity: the mean (or
+        the robust `aggregation`) of its answering members' f_i^(t,1)(U), at temperature T. A
+        cluster none of whose members answered has none: its h_k keeps last round's state."""
+        teachers = {}
         with fed.phase("server_distillation"):
-            teachers, losses, h_public = self._train_cluster_models(fed, probs)
+            for k, members in iter_clusters(self.assignment):
+                answered = [probs[c] for c in members if c in probs]
+                if not answered:
+                    fed.log(f"cluster {k}: no member answered; its model keeps last round's state")
+                    continue
+                teachers[k] = apply_temperature(
+                    aggregate(answered, self.aggregation, trim_fraction=self.trim_fraction),
+                    self.temperature,
+                )
+        return teachers
+
+    def _server_distillation(
+        self, fed: Federation, teachers: dict[int, np.ndarray], record: RoundRecord
+    ) -> ServerStep:
+        """Step 3b: each h_k with a teacher distils f̄_k on U (eq. 1; `_server_fit` says how);
+        then h_π(i) is evaluated ("cluster_model", the paper's reported number)."""
+        with fed.phase("server_distillation"):
+            losses, h_public = self._train_cluster_models(fed, teachers)
         with fed.phase("evaluation"):
             h_test = fed.evaluate_server_models(self._deployed_models())
             record.add_metrics("cluster_model", h_test)  # h_π(i)
         return ServerStep(teachers, losses, h_public, h_test)
 
-    def _client_distillation(
-        self, fed: Federation, server: ServerStep, record: RoundRecord
-    ) -> None:
-        """Step 5: each client distils h_π(i)(U) into f_i (eq. 2); then f_i^(t,2) is
-        evaluated ("client_model")."""
+    def _client_distillation(self, fed: Federation, server: ServerStep, record: RoundRecord) -> Any:
+        """Step 4: each client distils h_π(i)(U) into f_i (eq. 2; the validated recipe's clients
+        keep the step only if their gate passes it); then f_i^(t,2) is evaluated
+        ("client_model"). Returns that evaluation."""
         with fed.phase("client_distillation"):
             # One request per cluster, shared by its members: its targets are encoded once.
             gate = self.client_gate_used
@@ -182,7 +209,7 @@ class Cosmos(CosmosSettings, Algorithm):
         with fed.phase("evaluation"):
             own = evaluate_clients(fed)
             record.add_metrics("client_model", own)  # f_i^(t,2)
-            self._deploy(fed, record, server, own)
+        return own
 
     @staticmethod
     def _note_unjudged(fed: Federation, replies: dict[int, Any]) -> None:
@@ -195,28 +222,30 @@ class Cosmos(CosmosSettings, Algorithm):
             )
 
     def _deploy(self, fed: Federation, record: RoundRecord, server: ServerStep, own: Any) -> None:
-        """What each client deploys (evaluation point "deployed", the reported model of the
-        validated recipe): its own model after the gated step 5, built from nothing but the
-        soft labels the protocol sends; the record says which teacher each client kept."""
+        """Step 5 (validated recipe only): what each client deploys (evaluation point
+        "deployed", the recipe's reported model): its own model after the gated step 4, built
+        from nothing but the soft labels the protocol sends; the record says which teacher
+        each client kept."""
         if self.recipe == "paper":
             return
-        deployed = self._deployed_metrics(fed, own)
-        record.add_metrics("deployed", deployed)
-        if self.deploy == "mix":  # per client, the weight α of its own model in the mix
+        with fed.phase("evaluation"):
+            deployed = self._deployed_metrics(fed, own)
+            record.add_metrics("deployed", deployed)
+            if self.deploy == "mix":  # per client, the weight α of its own model in the mix
+                record.add_info(
+                    "deployed_mix", {c: {"alpha": m.get("alpha", 1.0)} for c, m in deployed.items()}
+                )
             record.add_info(
-                "deployed_mix", {c: {"alpha": m.get("alpha", 1.0)} for c, m in deployed.items()}
+                "server_fidelity",
+                {
+                    k: {
+                        name: v
+                        for name, v in server.losses[k].items()
+                        if name.startswith("fidelity_") or name in ("epochs", "best_epoch")
+                    }
+                    for k in sorted(server.losses)
+                },
             )
-        record.add_info(
-            "server_fidelity",
-            {
-                k: {
-                    name: v
-                    for name, v in server.losses[k].items()
-                    if name.startswith("fidelity_") or name in ("epochs", "best_epoch")
-                }
-                for k in sorted(server.losses)
-            },
-        )
 
     def _deployed_metrics(self, fed: Federation, own: Any) -> Any:
         """The own model's metrics (`deploy: own`), or those of each client's validated mix
@@ -294,20 +323,10 @@ class Cosmos(CosmosSettings, Algorithm):
     # -- membership π (cosmos_membership.py) and the server models h_k -------------------------
     @property
     def membership(self) -> Membership:
-        """π and the clustering's state; built from the clustering settings when first needed
-        (a round or a restore), so settings changed after that do not reach it."""
+        """π and the clustering's state (step 2); built when first needed (a round or a
+        restore), reading the clustering settings from this algorithm."""
         if self._membership is None:
-            self._membership = Membership(
-                b0=self.b0,
-                target_clusters=self.target_clusters,
-                rule=self.b0_rule,
-                search=self.b0_search,
-                clustering=self.clustering,
-                distance=self.distance,
-                distance_sample=self.distance_sample,
-                distance_backend=self.distance_backend,
-                recluster=self.recluster,
-            )
+            self._membership = Membership(self)
         return self._membership
 
     @property
@@ -382,7 +401,7 @@ class Cosmos(CosmosSettings, Algorithm):
         )
 
     def _server_fit(self, fed: Federation) -> ServerFit:
-        """How this round's h_k are trained (cosmos_server.py): the recipe's server training,
+        """How step 3b trains this round's h_k (cosmos_server.py): the recipe's server training,
         on the same held-out rows of U every round."""
         mode = self.server_training_used
         fidelity = mode == "fidelity"
@@ -399,22 +418,11 @@ class Cosmos(CosmosSettings, Algorithm):
         )
 
     def _train_cluster_models(
-        self, fed: Federation, probs: dict[int, np.ndarray]
-    ) -> tuple[dict[int, np.ndarray], dict[int, dict[str, float]], dict[int, np.ndarray]]:
-        """Train each h_k on its cluster's new teacher f̄_k; returns the teachers and losses of
-        the clusters trained (a cluster none of whose members answered keeps its model) and
-        every h_k(U). The K trainings are independent (same U, own teacher, own seeded
-        model), so the engine may run them in its worker processes (`map_public`)."""
-        teachers = {}
-        for k, members in iter_clusters(self.assignment):
-            answered = [probs[c] for c in members if c in probs]
-            if not answered:
-                fed.log(f"cluster {k}: no member answered; its model keeps last round's state")
-                continue
-            teachers[k] = apply_temperature(
-                aggregate(answered, self.aggregation, trim_fraction=self.trim_fraction),
-                self.temperature,
-            )
+        self, fed: Federation, teachers: dict[int, np.ndarray]
+    ) -> tuple[dict[int, dict[str, float]], dict[int, np.ndarray]]:
+        """Train each h_k that has a teacher f̄_k (step 3a) towards it; returns their training
+        losses and every h_k(U). The K trainings are independent (same U, own teacher, own
+        seeded model), so the engine may run them in its worker processes (`map_public`)."""
         fit = self._server_fit(fed)
         jobs = [(self.cluster_models[k], t, fit) for k, t in teachers.items()]
         losses, trained_public = {}, {}
@@ -428,7 +436,7 @@ class Cosmos(CosmosSettings, Algorithm):
             k: trained_public[k] if k in trained_public else h.predict_proba(fed.public_x)
             for k, h in self.cluster_models.items()
         }
-        return teachers, losses, h_public
+        return losses, h_public
 
 
 # Deprecated names (renamed in 0.3), read-only: three settings and two pieces of state.

@@ -1,24 +1,27 @@
 """COSMOS's cluster membership π: who belongs to which cluster, and how late joiners find one.
 
-Round 1 clusters the clients that answered (paper, section 4, PTC step 2: Algorithm 1 at B0,
-or the alternatives of core/cluster_choice.py); with `recluster` every round does. A client
-that missed the clustering (offline, or its reply was refused) joins later by Algorithm 1's own
-criterion: the cluster of its nearest clustered client if that client is B0-close, else a new
-cluster with the other newcomers close to it (docs/cosmos.md, "Missing replies").
+Step 2 of a round (docs/cosmos.md, "One round, step by step"; the paper's PTC step 2): round 1
+clusters the clients that answered (Algorithm 1 at B0, or the alternatives of
+core/cluster_choice.py); with `recluster` every round does. A client that missed the
+clustering (offline, or its reply was refused) joins later by Algorithm 1's own criterion: the
+cluster of its nearest clustered client if that client is B0-close, else a new cluster with the
+other newcomers close to it (docs/cosmos.md, "Missing replies").
 
-`Membership` holds the clustering settings and π; `update` returns the assignment and which
-clusters are new (and which old cluster each new one inherits its model from). It never
-touches a model: `Cosmos` (cosmos.py) owns the server models h_k and builds them from that.
+`Membership` reads the clustering settings from the `CosmosSettings` it is given (never a
+copy) and holds π; `update` returns the assignment and which clusters are new (and which old
+cluster each new one inherits its model from). It never touches a model: `Cosmos`
+(cosmos.py) owns the server models h_k and builds them from that.
 
 The distances, by name (docs/cosmos.md, "The thresholds, by name"): `b0` is B0 fixed by the
-user; `b0_used` the B0 the last clustering used (fixed, or chosen by `rule`, searched by
-`search`); `join_distance` how close a newcomer must be to join a cluster (B0 itself when
+user; `b0_used` the B0 the last clustering used (fixed, or chosen by `b0_rule`, searched by
+`b0_search`); `join_distance` how close a newcomer must be to join a cluster (B0 itself when
 fixed; with a searched B0, the end of the interval of B0s giving the same clusters).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +34,9 @@ from cosmosfl.core.clustering import (
     pairwise_distances,
 )
 from cosmosfl.core.seeds import derive_seed
+
+if TYPE_CHECKING:
+    from cosmosfl.algorithms.cosmos_settings import CosmosSettings
 
 
 @dataclass(frozen=True)
@@ -48,18 +54,10 @@ class MembershipUpdate:
 
 @dataclass
 class Membership:
-    """π for COSMOS: its clustering settings (Cosmos's, under the same names except `rule` =
-    `b0_rule` and `search` = `b0_search`) and its state."""
+    """π for COSMOS and the clustering's state; the clustering settings are read from
+    `settings` (the `Cosmos` itself) whenever they are needed."""
 
-    b0: float | None = None
-    target_clusters: int | None = None
-    rule: str = "target"  # resolved: never "auto"
-    search: str = "auto"
-    clustering: str = "greedy"
-    distance: str = "l1"
-    distance_sample: int | None = None
-    distance_backend: str = "auto"
-    recluster: bool = False
+    settings: CosmosSettings = field(repr=False)
 
     assignment: dict[int, int] = field(default_factory=dict)  # π
     b0_used: float | None = None
@@ -78,7 +76,7 @@ class Membership:
         """Cluster (round 1, or every round with `recluster`) or place this round's newcomers
         (clients with pseudo-labels in `probs` but no cluster yet)."""
         seen = {**self.last_probs, **probs}
-        if round_num == 1 or self.recluster or not self.assignment:
+        if round_num == 1 or self.settings.recluster or not self.assignment:
             change = self._cluster(probs, fed)
         elif set(probs) - set(self.assignment) and self._uninformative():
             # Round 1 had no more answers than target_clusters: every client is a
@@ -86,7 +84,7 @@ class Membership:
             change = self._cluster(seen, fed)
         else:
             change = self._place_newcomers(probs, fed)
-        if self.recluster or set(self.assignment) >= set(fed.client_ids):
+        if self.settings.recluster or set(self.assignment) >= set(fed.client_ids):
             self.last_probs = {}  # every client placed: the clustering is final
         else:
             self.last_probs = seen
@@ -99,14 +97,18 @@ class Membership:
         # searched B0 (the smallest for K, right at a within-group distance) the end of the
         # interval of B0s giving these clusters. Only needed while some client is missing
         # from the clustering.
-        missing = self.b0 is None and not self.recluster and not set(ids) >= set(fed.client_ids)
+        missing = (
+            self.settings.b0 is None
+            and not self.settings.recluster
+            and not set(ids) >= set(fed.client_ids)
+        )
         chosen = choose_clusters(
             d,
-            self.clustering,
-            self.rule,
-            threshold=self.b0,
-            target=self.target_clusters,
-            search=self.search,
+            self.settings.clustering,
+            self.settings.b0_rule_used,
+            threshold=self.settings.b0,
+            target=self.settings.target_clusters_used,
+            search=self.settings.b0_search,
             need_join=missing,
         )
         clusters, b0 = chosen.clusters, chosen.threshold
@@ -121,8 +123,8 @@ class Membership:
             previous = [old_assignment[c] for c in members if c in old_assignment]
             inherits[k] = max(sorted(set(previous)), key=previous.count) if previous else None
         fed.log(
-            f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.clustering}, "
-            f"{self.distance} distance)"
+            f"clustering: K={len(clusters)} with B0={b0:.4f} ({self.settings.clustering}, "
+            f"{self.settings.distance} distance)"
         )
         return MembershipUpdate(dict(self.assignment), True, inherits)
 
@@ -131,15 +133,15 @@ class Membership:
         row sample for the round-1 clustering and for placing newcomers)."""
         return pairwise_distances(
             labels,
-            self.distance,
-            sample=self.distance_sample,
+            self.settings.distance,
+            sample=self.settings.distance_sample,
             seed=derive_seed(fed.seed, "cosmos-distance-sample") % 2**32,
-            backend=self.distance_backend,
+            backend=self.settings.distance_backend,
         )
 
     def _uninformative(self) -> bool:
         """A searched clustering in which every client is alone (B0 = 0 or K = 1 client)."""
-        return self.b0 is None and self.num_clusters >= len(self.assignment)
+        return self.settings.b0 is None and self.num_clusters >= len(self.assignment)
 
     def _place_newcomers(self, probs: dict[int, np.ndarray], fed: Federation) -> MembershipUpdate:
         """Clients answering for the first time (they missed the clustering) join by Algorithm
@@ -158,7 +160,7 @@ class Membership:
         ids = known + newcomers
         d = self._distances([latest[c] for c in ids], fed)
         lonely = []
-        if self.clustering == "average-linkage":
+        if self.settings.clustering == "average-linkage":
             # Average linkage's own criterion: the mean distance to a cluster's members.
             lonely = self._join_by_mean(d, known, newcomers, b0, join)
         else:
@@ -169,7 +171,7 @@ class Membership:
                 else:
                     lonely.append(i)
         groups: list[list[int]] = []
-        if lonely and self.clustering == "average-linkage":
+        if lonely and self.settings.clustering == "average-linkage":
             sub = d[np.ix_(lonely, lonely)]
             groups = linkage.cut_at(linkage.average_linkage(sub), len(lonely), b0)
         elif lonely:

@@ -1,4 +1,5 @@
-"""Training a server model h_k to its teacher f̄_k, measured on a held-out slice of U.
+"""Training a server model h_k to its teacher f̄_k, measured on a held-out slice of U (step
+3b of a COSMOS round, docs/cosmos.md "One round, step by step"; f̄_k is step 3a's).
 
 The server holds U and each cluster's teacher f̄_k(U), so it can tell how well h_k copies
 f̄_k on rows of U that h_k did not train on, and train until that fidelity stops improving

@@ -8,8 +8,8 @@ values are those of docs/cosmos.md ("Choices where the paper is silent").
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass
-from typing import ClassVar
+from dataclasses import FrozenInstanceError, InitVar, dataclass, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -41,12 +41,21 @@ CLIENT_GATES = ("validation", "none")
 DEPLOYS = ("own", "mix")
 # The candidate teachers a gated client may choose between: h_k(U) alone, or h_k(U) and f̄_k(U).
 GATE_TEACHERS = ("cluster_model", "both")
+# The two hooks among the fields: the experiment layer hands them in after construction (it
+# builds the server-model factory on the run's device; the privacy audit unplugs the probe).
+# They are injected code, not settings, so they stay assignable.
+HOOKS = frozenset({"server_learner", "public_probe"})
 
 
 @dataclass
 class CosmosSettings(EpochSchedule):
     """COSMOS's hyperparameters and their checks. The paper's names: E0 `pretrain_epochs`,
-    E `local_epochs`, B0 `b0`, λ `lam`, T `temperature`, w_i(x) `client_weights`."""
+    E `local_epochs`, B0 `b0`, λ `lam`, T `temperature`, w_i(x) `client_weights`.
+
+    Settings are kept as given and fixed once built: assigning one raises
+    `FrozenInstanceError` (build another: `Cosmos(**{**algo.hyperparameters(), "lam": 0})`).
+    What an "auto" or an unset value stands for is a `*_used` property, derived when read.
+    """
 
     # Defaults that changed, with what a config that does not set them gets told (show-config
     # and every run's header), so a run that relied on the old default does not change silently.
@@ -103,8 +112,8 @@ class CosmosSettings(EpochSchedule):
     # E0 (`pretrain_epochs`) and E (`local_epochs`) come first, from EpochSchedule.
     b0: float | None = None  # B0 of Algorithm 1; K is then an output
     # Instead of B0: the smallest B0 giving at most this many clusters (for average linkage:
-    # the dendrogram cut into this many). With clustering greedy and neither set,
-    # target_clusters = 5, the paper's tuning goal (B0 tuned so that K is about 5).
+    # the dendrogram cut into this many). With clustering greedy and neither set, 5 is used
+    # (`target_clusters_used`), the paper's tuning goal (B0 tuned so that K is about 5).
     target_clusters: int | None = None
     distance: str = "l1"  # d(i, j): mean ℓ1 over U (the paper's), or l2, l1-chance
     aggregation: str = "mean"  # f̄_k: the mean of the members' f_i(U) (or a robust rule)
@@ -158,7 +167,8 @@ class CosmosSettings(EpochSchedule):
     # How B0 is chosen when `b0` is not fixed: "target" (at most target_clusters clusters,
     # the paper's tuning), "silhouette" (the partition with the largest silhouette), or
     # "largest-gap" / "widest-interval" (K from the distances alone; core/clustering.py).
-    # "auto": "target" for greedy or when b0 / target_clusters is given, else "silhouette".
+    # "auto": "target" for greedy or when b0 / target_clusters is given, else "silhouette"
+    # (`b0_rule_used`).
     b0_rule: str = "auto"
     recluster: bool = False  # cluster every round, not only in round 1
     # Each client also measures h_π(i) and its own model f_i^(t,1) on its validation slice
@@ -218,6 +228,32 @@ class CosmosSettings(EpochSchedule):
             return self.server_lr
         return 1e-4 if self.server_training_used == "fixed" else 1e-3
 
+    @property
+    def b0_rule_used(self) -> str:
+        """`b0_rule`, or for "auto": "target" with the paper's greedy clustering or when B0 or
+        K is given, else "silhouette"."""
+        if self.b0_rule != "auto":
+            return self.b0_rule
+        given = self.b0 is not None or self.target_clusters is not None
+        return "target" if given or self.clustering == "greedy" else "silhouette"
+
+    @property
+    def target_clusters_used(self) -> int | None:
+        """`target_clusters`, or 5 (the paper's tuning goal) when the "target" rule has
+        neither B0 nor K to go by."""
+        if self.b0 is None and self.target_clusters is None and self.b0_rule_used == "target":
+            return 5
+        return self.target_clusters
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SETTINGS and self.__dict__.get("_settings_fixed", False):
+            raise FrozenInstanceError(
+                f"cannot assign to COSMOS setting {name!r}: settings are fixed when the "
+                f"algorithm is built; build another with the value you want, e.g. "
+                f"Cosmos(**{{**algorithm.hyperparameters(), {name!r}: ...}})"
+            )
+        super().__setattr__(name, value)
+
     def __post_init__(
         self, threshold: float | None, threshold_rule: str | None, threshold_search: str | None
     ) -> None:
@@ -230,17 +266,13 @@ class CosmosSettings(EpochSchedule):
                 "COSMOS takes exactly one of b0 (B0) and target_clusters; "
                 f"got b0={self.b0}, target_clusters={self.target_clusters}"
             )
-        if self.b0_rule == "auto":
-            given = self.b0 is not None or self.target_clusters is not None
-            greedy = self.clustering == "greedy"
-            self.b0_rule = "target" if given or greedy else "silhouette"
-        if self.b0_rule != "target" and (self.b0 is not None or self.target_clusters is not None):
+        if self.b0_rule_used != "target" and (
+            self.b0 is not None or self.target_clusters is not None
+        ):
             raise ValueError(
-                f"b0_rule {self.b0_rule!r} chooses B0 (and K) from the distances: "
+                f"b0_rule {self.b0_rule_used!r} chooses B0 (and K) from the distances: "
                 "set b0 and target_clusters to null (e.g. algorithm.target_clusters=null)"
             )
-        if self.b0 is None and self.target_clusters is None and self.b0_rule == "target":
-            self.target_clusters = 5
         if self.server_learner is None and self.server_model not in (*model_names(), "auto"):
             raise ValueError(
                 f"server_model {self.server_model!r} is not a registered model; "
@@ -253,13 +285,18 @@ class CosmosSettings(EpochSchedule):
                 "(or distance_backend: auto, which falls back to torch)"
             )
         codecs.check_codec(self.codec)
+        object.__setattr__(self, "_settings_fixed", True)
 
+
+# Every field of CosmosSettings but the hooks: fixed once `__post_init__` has run.
+_SETTINGS = frozenset(f.name for f in fields(CosmosSettings)) - HOOKS
 
 __all__ = [
     "CLIENT_GATES",
     "CLIENT_TARGETS",
     "DEPLOYS",
     "GATE_TEACHERS",
+    "HOOKS",
     "RECIPES",
     "CosmosSettings",
     "PublicProbe",
