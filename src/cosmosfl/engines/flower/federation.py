@@ -180,14 +180,11 @@ class FlowerFederation(BaseFederation):
             return dict(sorted(step.replies.items()))
         return LazyReplies(self, step)
 
-    def _server_eval_step(self) -> Step:
-        return Step("server_eval", None, [], seq=self._next_step())
-
     def evaluate_server_models(self, models: Mapping[int, Learner], split: str = "test") -> Metrics:
         """h_π(i) on client i's test split (or `split`): the model's weights (as they are now)
         travel to client i in an evaluation-only item, counted as `eval_bytes_down`, not as
         protocol traffic. Deferred like metric-only requests: the item joins the next message."""
-        ticket = self._server_eval_step()
+        step = Step("server_eval", None, [], seq=self._next_step())
         encoded: dict[int, codec.ServerEval | None] = {}
         targets = [cid for cid in sorted(models) if cid in self._nodes]
         for cid in targets:
@@ -202,14 +199,14 @@ class FlowerFederation(BaseFederation):
         for cid in targets:
             item = encoded[id(models[cid])]
             assert item is not None
-            ticket.clients.append(cid)
+            step.clients.append(cid)
             self._eval_bytes_down[cid] += protocol.payload_bytes(item.arrays)
-            self._queue[cid].append((ticket, item))
+            self._queue[cid].append((step, item))
 
         def read() -> dict[int, dict[str, float]]:
-            if not ticket.done:
+            if not step.done:
                 self.flush()
-            return {cid: dict(r.metrics) for cid, r in sorted(ticket.replies.items())}
+            return {cid: dict(r.metrics) for cid, r in sorted(step.replies.items())}
 
         return DeferredMetrics(read)
 
@@ -256,8 +253,8 @@ class FlowerFederation(BaseFederation):
             if pid != cid or len(item_replies) != len(queued[cid]):
                 self._miss(cid, queued[cid], f"malformed reply (partition {pid})")
                 continue
-            for (ticket, _), item_reply in zip(queued[cid], item_replies, strict=True):
-                self._accept_item(ticket, cid, item_reply)
+            for (step, _), item_reply in zip(queued[cid], item_replies, strict=True):
+                self._accept_item(step, cid, item_reply)
         waited = time.monotonic() - start
         for cid, items in queued.items():
             if cid not in answered and self._nodes[cid] in online:
@@ -265,8 +262,8 @@ class FlowerFederation(BaseFederation):
                 self._miss(
                     cid, items, f"no reply (waited {waited:.0f} of {self.reply_timeout:g} s)"
                 )
-        for ticket in {id(t): t for items in queued.values() for t, _ in items}.values():
-            self._close(ticket)
+        for step in {id(t): t for items in queued.values() for t, _ in items}.values():
+            self._close(step)
 
     def _close(self, step: Step) -> None:
         """A server evaluation is a measurement, not a step of the protocol: no participation
@@ -276,32 +273,32 @@ class FlowerFederation(BaseFederation):
         else:
             super()._close(step)
 
-    def _accept_item(self, ticket: Step, cid: int, item: codec.ItemReply) -> None:
+    def _accept_item(self, step: Step, cid: int, item: codec.ItemReply) -> None:
         """An item's answer: its client-side seconds, then a server evaluation's metrics or a
         protocol reply (`_accept`)."""
         reply = item.reply
-        self._client_seconds[ticket.task][cid] += item.seconds
+        self._client_seconds[step.task][cid] += item.seconds
         if item.kind == codec.SERVER_EVAL:
             bad = [k for k, v in reply.metrics.items() if not protocol.is_finite_number(v)]
             if reply.ok and not bad:
-                ticket.replies[cid] = reply
+                step.replies[cid] = reply
             else:
                 reason = reply.error or f"metrics {bad} are not finite numbers"
-                self._reject(ticket.seq, cid, ticket.task, reason)
+                self._reject(step.seq, cid, step.task, reason)
             return
-        self._accept(ticket, cid, reply)
+        self._accept(step, cid, reply)
 
     def _refuse(self, cid: int, items: list[tuple[Step, codec.Item]], reason: str) -> None:
         """A reply that came but could not be read: every item it answers is rejected."""
-        for ticket, _ in items:
-            ticket.failures.append(f"client {cid}: {reason}")
-            self._reject(ticket.seq, cid, ticket.task, reason)
+        for step, _ in items:
+            step.failures.append(f"client {cid}: {reason}")
+            self._reject(step.seq, cid, step.task, reason)
         self.log(f"client {cid}: {reason}")
 
     def _miss(self, cid: int, items: list[tuple[Step, codec.Item]], reason: str) -> None:
-        for ticket, _ in items:
-            ticket.failures.append(f"client {cid}: {reason}")
-            self._missing.append({"client": cid, "task": ticket.task, "reason": reason})
+        for step, _ in items:
+            step.failures.append(f"client {cid}: {reason}")
+            self._missing.append({"client": cid, "task": step.task, "reason": reason})
         self.log(f"client {cid} missing from {len(items)} step(s): {reason}")
 
     # -- rounds ------------------------------------------------------------------------------
