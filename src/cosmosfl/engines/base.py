@@ -80,7 +80,7 @@ class Step:
     expect: Mapping[str, protocol.ArraySpec] | None
     clients: list[int]
     seq: int = 0  # the order of the steps in a round: rejections are recorded in that order
-    tasks: dict[int, str] = field(default_factory=dict)  # per client, when not `task`
+    tasks: dict[int, str] = field(default_factory=dict)  # each client's (a send may mix tasks)
     faults: dict[int, str] = field(default_factory=dict)  # injected, per client
     replies: dict[int, protocol.Reply] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
