@@ -14,8 +14,12 @@ on the digits config of the tree that runs them (configs/default.yaml, or `--con
 in each tree) with `rounds` overridden, `--set key=value` on both configs and `--new-set
 key=value` on the new tree's only (a setting that must be spelled differently there to mean
 the same), one per algorithm, plus `simulate`: COSMOS through the Python API (`simulate` with
-a default `Cosmos`), which the command line does not exercise. Exit status 0 when every run's
-records are identical, 1 with the first difference of each run that differs otherwise.
+a default `Cosmos`), which the command line does not exercise, and `flower`: COSMOS on
+Flower's simulation runtime (`cosmosfl flower simulate`: the real ServerApp and ClientApps on
+Ray, needs `.[flower]` and flwr[simulation]) with a small federation (FLOWER below), whose
+records also hold the Flower engine's own fields (round trips, missing clients). Exit status 0
+when every run's records are identical, 1 with the first difference of each run that differs
+otherwise.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("cosmos", "comet", "fedmd", "local", "fedavg", "ditto")
-TIMING = frozenset({"seconds"})  # wall-clock fields of a record; everything else must match
+# Wall-clock fields of a record (Flower's adds each client's seconds); everything else must match.
+TIMING = frozenset({"seconds", "client_seconds"})
 # Parameter-sharing algorithms need one torch architecture for every client (the others of
 # them, e.g. `-a fedprox,fedbabu,pfedck,pfedhn,fedselect`, run the same way).
 HOMOGENEOUS = frozenset({"fedavg", "fedprox", "ditto", "fedbabu", "fedselect", "pfedck", "pfedhn"})
@@ -63,6 +68,27 @@ result = simulate(algorithm, clients, x[part.public], rounds=int(sys.argv[2]), s
 with open(sys.argv[1], "w") as f:
     f.writelines(json.dumps(r) + "\\n" for r in result.records)
 """
+# The `flower` run: COSMOS on four simulated nodes (Ray starts one process per node).
+FLOWER = {
+    "threads": 1,
+    "data.num_clients": 4,
+    "data.num_groups": 2,
+    "clients.models": ["mlp", "mlp", "cnn", "mlp"],
+    "algorithm.target_clusters": 2,
+    "algorithm.pretrain_epochs": 2,
+    "algorithm.local_epochs": 1,
+    "algorithm.server_epochs": 2,
+    "algorithm.distill_epochs": 1,
+    "algorithm.server_model": "mlp",
+}
+
+
+def _set(cfg: dict[str, Any], key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    node = cfg
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
 
 
 def _config(
@@ -76,12 +102,11 @@ def _config(
         cfg.setdefault("data", {})["data_dir"] = str(Path(options.data_dir).resolve())
     for setting in [*options.set, *(options.new_set if new else [])]:
         key, _, value = setting.partition("=")
-        *parents, last = key.split(".")
-        node = cfg
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = yaml.safe_load(value)
-    if algorithm != "cosmos":  # the default config's algorithm section is COSMOS's
+        _set(cfg, key, yaml.safe_load(value))
+    if algorithm == "flower":
+        for key, value in FLOWER.items():
+            _set(cfg, key, value)
+    elif algorithm != "cosmos":  # the default config's algorithm section is COSMOS's
         cfg["algorithm"] = {"name": algorithm, "pretrain_epochs": 2, "local_epochs": 1}
     if algorithm in HOMOGENEOUS:
         cfg["clients"]["models"] = {"mlp": 1.0}
@@ -112,7 +137,8 @@ def run_all(
             config.write_text(
                 yaml.safe_dump(_config(tree, name, rounds, options, new), sort_keys=False)
             )
-            cmd = [sys.executable, "-c", RUN, "run", "--config", str(config)]
+            run = ["flower", "simulate", "--num-cpus", "2"] if name == "flower" else ["run"]
+            cmd = [sys.executable, "-c", RUN, *run, "--config", str(config)]
             cmd += ["--out", str(run_dir)]
         done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
         if done.returncode != 0:
@@ -174,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "-a",
         "--algorithms",
-        default=",".join((*ALGORITHMS, "simulate")),
-        help="comma-separated; `simulate` is COSMOS through the Python API",
+        default=",".join((*ALGORITHMS, "simulate", "flower")),
+        help="comma-separated; `simulate` is COSMOS through the Python API, `flower` COSMOS "
+        "on Flower's simulation runtime",
     )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(

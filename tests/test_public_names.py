@@ -44,10 +44,12 @@ def test_names_stay_importable_from_their_old_modules(module, names) -> None:
 
 
 def test_renamed_classes_keep_their_old_names():
-    # InProcessEngine was SimulationEngine and RunResult was SimulationResult until 0.3.
+    # RunResult was SimulationResult until 0.3. InProcessEngine's old name, SimulationEngine,
+    # is gone (CHANGELOG): it read as Flower's simulation runtime.
     import cosmosfl
-    from cosmosfl.engines import InProcessEngine, SimulationEngine
+    import cosmosfl.engines
     from cosmosfl.experiment.result import RunResult, SimulationResult
 
-    assert SimulationEngine is InProcessEngine and SimulationResult is RunResult
+    assert SimulationResult is RunResult
     assert cosmosfl.SimulationResult is cosmosfl.RunResult
+    assert not hasattr(cosmosfl.engines, "SimulationEngine")

@@ -42,3 +42,26 @@ def test_timings_are_ignored_and_the_first_difference_is_named(tmp_path: Path) -
     assert same_records.first_difference(old, _write(tmp_path / "d", [base])) == (
         "2 records in old, 1 in new"
     )
+
+
+def test_the_flower_run_is_cosmos_on_a_small_federation_and_ignores_client_seconds(
+    tmp_path: Path,
+) -> None:
+    import argparse
+
+    same_records = _script()
+    options = argparse.Namespace(
+        config="configs/default.yaml", data_dir=None, set=["seed=3"], new_set=[]
+    )
+    cfg = same_records._config(same_records.REPO, "flower", 2, options, new=False)
+    assert cfg["algorithm"]["name"] == "cosmos" and cfg["rounds"] == 2 and cfg["seed"] == 3
+    assert cfg["data"]["num_clients"] == len(cfg["clients"]["models"]) == 4
+    assert cfg["algorithm"]["server_model"] == "mlp"
+    base = {"round": 1, "round_trips": 3, "client_seconds": {"train_local": {"0": 1.0}}}
+    old = _write(tmp_path / "old.jsonl", [base])
+    slower = {**base, "client_seconds": {"train_local": {"0": 7.0}}}
+    assert same_records.first_difference(old, _write(tmp_path / "a", [slower])) is None
+    more_trips = {**base, "round_trips": 4}
+    assert same_records.first_difference(old, _write(tmp_path / "b", [more_trips])) == (
+        "record 1: round_trips: old 3, new 4"
+    )

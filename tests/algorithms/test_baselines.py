@@ -11,14 +11,14 @@ from cosmosfl import Client, TorchLearner
 from cosmosfl.algorithms import ALGORITHMS, Comet, FedCT, FedMD
 from cosmosfl.core import protocol
 from cosmosfl.data import load_dataset, paper_split
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.experiment import SimulationResult
 from cosmosfl.models import build_model
 
 M = 10  # digits classes
 
 
-class SpyEngine(SimulationEngine):
+class SpyEngine(InProcessEngine):
     """The simulation engine, recording every message and reply that crosses the boundary."""
 
     def __init__(self, *args, **kwargs):

@@ -1,7 +1,7 @@
 """COMET (algorithms/comet.py) on digits: it recovers the class groups and caps K."""
 
 from cosmosfl.algorithms import Comet
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.experiment import SimulationResult
 
 from .test_baselines import digits_federation
@@ -24,7 +24,7 @@ def test_comet_recovers_the_five_class_groups(runs):
 
 def test_comet_caps_k_at_the_number_of_clients():
     clients, public_x, _ = digits_federation(num_clients=5)
-    engine = SimulationEngine(clients[:3], public_x, seed=0)
+    engine = InProcessEngine(clients[:3], public_x, seed=0)
     algo = Comet(num_clusters=5, pretrain_epochs=1, distill_epochs=1)
     rec = SimulationResult(algo.name, algo.primary_model, engine.run(algo, rounds=1))
     assert rec.records[0]["K"] == 3 and len(set(rec.clusters.values())) == 3

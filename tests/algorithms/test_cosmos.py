@@ -111,11 +111,11 @@ def small_federation(num_clients=10, seed=0, sklearn_ids=()):
 
 
 def test_no_message_carries_model_parameters():
-    from cosmosfl.engines import SimulationEngine
+    from cosmosfl.engines import InProcessEngine
     from cosmosfl.experiment.server_models import provide_server_learner
 
     clients, public_x, _ = small_federation()
-    engine = SimulationEngine(clients, public_x, seed=0)
+    engine = InProcessEngine(clients, public_x, seed=0)
     spy = SpyFederation(engine)
     algo = Cosmos(
         target_clusters=5,
@@ -294,10 +294,10 @@ def test_clients_can_distill_from_the_teacher_instead_of_the_cluster_model():
 
 
 def test_cosmos_builds_no_model_itself_and_says_where_a_factory_comes_from():
-    from cosmosfl.engines import SimulationEngine
+    from cosmosfl.engines import InProcessEngine
 
     clients, public_x, _ = small_federation()
-    engine = SimulationEngine(clients, public_x, seed=0)
+    engine = InProcessEngine(clients, public_x, seed=0)
     algo = Cosmos(server_model="mlp", pretrain_epochs=0, target_clusters=1)
     with pytest.raises(ValueError, match=r"no server_learner.*simulate and run_experiment"):
         engine.run_round(algo, 1, 1)
@@ -306,11 +306,11 @@ def test_cosmos_builds_no_model_itself_and_says_where_a_factory_comes_from():
 def test_distillation_targets_are_encoded_once_per_cluster():
     # With a lossy codec the members of a cluster share one encoded copy of h_k(U) (N encoded
     # copies would grow with clients x |U|); each client still receives its cluster's targets.
-    from cosmosfl.engines import SimulationEngine
+    from cosmosfl.engines import InProcessEngine
     from cosmosfl.experiment.server_models import provide_server_learner
 
     clients, public_x, _ = small_federation()
-    engine = SimulationEngine(clients, public_x, seed=0)
+    engine = InProcessEngine(clients, public_x, seed=0)
     sent = {}
 
     class Spy(SpyFederation):

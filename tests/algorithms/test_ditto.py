@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.algorithms import Ditto, Local
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 
 from .test_parameter_baselines import FAST, run
 
@@ -15,9 +15,9 @@ def personal_weights(clients):
 
 
 def test_ditto_with_lambda_zero_is_local_training():
-    ditto, _, ditto_clients = run(Ditto(prox_weight=0.0, **FAST), engine_cls=SimulationEngine)
+    ditto, _, ditto_clients = run(Ditto(prox_weight=0.0, **FAST), engine_cls=InProcessEngine)
     local, _, local_clients = run(
-        Local(pretrain_epochs=1, local_epochs=1), engine_cls=SimulationEngine
+        Local(pretrain_epochs=1, local_epochs=1), engine_cls=InProcessEngine
     )
     for rnd in (0, 1):
         assert (
@@ -28,7 +28,7 @@ def test_ditto_with_lambda_zero_is_local_training():
         for name in a:
             np.testing.assert_array_equal(a[name], b[name])
     # With λ > 0 the global model does pull the personal models: the comparison can fail.
-    _, _, pulled_clients = run(Ditto(prox_weight=1.0, **FAST), engine_cls=SimulationEngine)
+    _, _, pulled_clients = run(Ditto(prox_weight=1.0, **FAST), engine_cls=InProcessEngine)
     differs = [
         not np.array_equal(a[n], b[n])
         for a, b in zip(

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from cosmosfl.algorithms import FedAvg
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 
 from .test_parameter_baselines import federation, run
 
@@ -27,7 +27,7 @@ def test_fedavg_one_epoch_iid_equals_hand_computed_weighted_average():
     # Independent copies of the clients as they start (same weights, same random stream).
     twins, _ = federation(4, split=split)
     algo = FedAvg(pretrain_epochs=1, local_epochs=1)
-    run(algo, rounds=1, clients=(clients, public_x), engine_cls=SimulationEngine)
+    run(algo, rounds=1, clients=(clients, public_x), engine_cls=InProcessEngine)
     start = {n: t.detach().numpy().copy() for n, t in twins[0].learner.model.state_dict().items()}
     trained, sizes = [], []
     for twin in twins:

@@ -10,12 +10,12 @@ from cosmosfl import Client, TorchLearner
 from cosmosfl.algorithms import ALGORITHMS, ArchitectureMismatch
 from cosmosfl.core import protocol
 from cosmosfl.data import load_dataset, paper_split
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.experiment import SimulationResult
 from cosmosfl.models import build_model
 
 
-class SpyEngine(SimulationEngine):
+class SpyEngine(InProcessEngine):
     """The simulation engine, recording every array that crosses the boundary."""
 
     def __init__(self, *args, **kwargs):
@@ -109,7 +109,7 @@ def test_two_rounds_on_digits_with_counted_parameter_bytes(runs, name):
 def test_mixing_architectures_is_a_clear_error_naming_the_method(name):
     mixed = federation(4, models=["mlp", "mlp", "cnn", "mlp"])
     with pytest.raises(ArchitectureMismatch, match=rf"{name} exchanges model parameters.*client 2"):
-        run(make_algorithm(name), rounds=1, clients=mixed, engine_cls=SimulationEngine)
+        run(make_algorithm(name), rounds=1, clients=mixed, engine_cls=InProcessEngine)
 
 
 class CorruptClient(Client):
@@ -131,7 +131,7 @@ def test_bad_weights_are_rejected_and_the_rest_aggregate(name):
     bad = clients[3]
     clients[3] = CorruptClient(bad.id, bad.learner, bad.train, bad.test)
     algo = make_algorithm(name)
-    engine = SimulationEngine(clients, public_x, seed=0)
+    engine = InProcessEngine(clients, public_x, seed=0)
     engine.run_round(algo, 1, 2)
     clients[3].corrupt = True
     rec = engine.run_round(algo, 2, 2)
@@ -147,7 +147,7 @@ def test_state_round_trip_continues_like_an_uninterrupted_run(name):
     """get_state after round 1, restored into fresh objects, gives the same round 2."""
     clients, public_x = federation(4)
     algo = make_algorithm(name)
-    engine = SimulationEngine(clients, public_x, seed=0)
+    engine = InProcessEngine(clients, public_x, seed=0)
     engine.run_round(algo, 1, 2)
     algo_state = algo.get_state()
     client_states = [c.get_state() for c in clients]
@@ -158,6 +158,6 @@ def test_state_round_trip_continues_like_an_uninterrupted_run(name):
         c.set_state(state)
     resumed = make_algorithm(name)
     resumed.set_state(algo_state)
-    got = SimulationEngine(fresh, public_x, seed=0).run_round(resumed, 2, 2)
+    got = InProcessEngine(fresh, public_x, seed=0).run_round(resumed, 2, 2)
     assert got["accuracy"] == expected["accuracy"]
     assert got["bytes_up"] == expected["bytes_up"]

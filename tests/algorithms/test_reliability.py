@@ -6,7 +6,7 @@ import torch
 
 from cosmosfl.algorithms import Comet, Cosmos, FedCT, FedMD, Local
 from cosmosfl.core import protocol
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.experiment import SimulationResult
 from cosmosfl.experiment.server_models import torch_server_learner
 
@@ -32,7 +32,7 @@ ALGORITHMS = {
 
 def run(name, rounds=3, seed=0, **faults):
     clients, public_x, _ = digits_federation()
-    engine = SimulationEngine(clients, public_x, seed=seed, faults=faults, min_participation=0.3)
+    engine = InProcessEngine(clients, public_x, seed=seed, faults=faults, min_participation=0.3)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         algo = ALGORITHMS[name]()
@@ -78,7 +78,7 @@ def test_corrupted_replies_equal_dropping_out_of_them(name):
 
 def _cosmos_engine(fault):
     clients, public_x, part = digits_federation()
-    engine = SimulationEngine(clients, public_x, seed=0, faults={"dropout": 0.5})
+    engine = InProcessEngine(clients, public_x, seed=0, faults={"dropout": 0.5})
     engine.faults.fault = fault
     return engine, part
 

@@ -7,7 +7,7 @@ from cosmosfl import Client, Cosmos, TorchLearner
 from cosmosfl.algorithms.base import DeferredMetrics
 from cosmosfl.algorithms.selection import select_on_validation
 from cosmosfl.core import protocol
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.experiment.build import validation_holdout
 from cosmosfl.experiment.config import ConfigError, load_config
 from cosmosfl.experiment.server_models import provide_server_learner
@@ -22,9 +22,14 @@ class FixedFederation:
     def __init__(self, h_val, own_val, deferred=False):
         self.h_val, self.own_val, self.deferred = h_val, own_val, deferred
         self.sent = []
+        self.reads = 0  # deferred measurements read so far
 
     def _wrap(self, metrics):
-        return DeferredMetrics(lambda: metrics) if self.deferred else metrics
+        def read():
+            self.reads += 1
+            return metrics
+
+        return DeferredMetrics(read) if self.deferred else metrics
 
     def evaluate_server_models(self, models, split="test"):
         assert split == "validation"
@@ -48,12 +53,13 @@ def test_each_client_keeps_the_model_better_on_its_validation_slice(deferred):
     fed.deferred = deferred
     models = dict.fromkeys(range(4), object())
     chosen = select_on_validation(fed, models, h_test, own_test)
-    assert isinstance(chosen, DeferredMetrics) == deferred
+    assert fed.reads == 0  # nothing is read before the choice is (Flower: no round trip)
     assert dict(chosen.items()) == {
         0: {"top1": 0.9, "chose_cluster_model": 1.0},
         1: {"top1": 0.95, "chose_cluster_model": 0.0},
         2: {"top1": 0.7, "chose_cluster_model": 1.0},
     }
+    assert fed.reads == (1 if deferred else 0)
     # The clients measure their own model on the validation split, never the test split.
     assert {cfg.get("split") for _, task, cfg in fed.sent if task == protocol.EVALUATE} == {
         "validation"
@@ -74,7 +80,7 @@ def test_cosmos_records_the_selected_model_and_the_choice():
         server_epochs=1,
         distill_epochs=1,
     )
-    engine = SimulationEngine(clients, public_x, seed=0)
+    engine = InProcessEngine(clients, public_x, seed=0)
     provide_server_learner(algo, engine.device)
     record = engine.run_round(algo, 1, 1)
     acc, choice = record["accuracy"], record["selection"]

@@ -7,7 +7,7 @@ import pytest
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.engines.faults import (
     CORRUPTIONS,
     FaultConfig,
@@ -155,7 +155,7 @@ def test_fault_config_constraints_name_the_dotted_key(raw, message):
 
 def _train_and_predict(fault, **kwargs):
     learners = [Fixed(), Fixed()]
-    engine = SimulationEngine(make_clients(*learners), PUBLIC, seed=0, **kwargs)
+    engine = InProcessEngine(make_clients(*learners), PUBLIC, seed=0, **kwargs)
     engine._round = 1
     engine.faults.fault = lambda r, c, t: fault if c == 1 else None  # fault client 1 only
     train = engine.send({c: protocol.Message(protocol.TRAIN_LOCAL) for c in (0, 1)})
@@ -197,7 +197,7 @@ def test_corrupt_payload_is_rejected_and_counted():
 def test_min_participation_ends_the_run_with_a_clear_error():
     clients = make_clients(Fixed(), Fixed(), Fixed(), Fixed())
     with pytest.raises(ParticipationError, match=r"only 2 of 4 clients.*needs 3"):
-        engine = SimulationEngine(clients, PUBLIC, faults={"dropout": 0.5}, min_participation=0.75)
+        engine = InProcessEngine(clients, PUBLIC, faults={"dropout": 0.5}, min_participation=0.75)
         engine.faults.fault = lambda r, c, t: "dropout" if c < 2 else None
         engine.send({c: protocol.Message(protocol.PREDICT_PUBLIC) for c in range(4)})
 

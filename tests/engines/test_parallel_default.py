@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.engines import workers as workers_module
+from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.workers import WorkerPool, resolve_workers
 from cosmosfl.experiment.config import ConfigError, load_config
 from cosmosfl.experiment.runner import describe_parallelism, parallelism, run_experiment
@@ -83,25 +84,30 @@ def test_map_runs_in_the_workers_in_order_and_survives_an_error(monkeypatch, req
         pool.close()
 
 
-def test_algorithms_map_falls_back_to_a_loop_without_engine_support():
+def test_an_engine_without_workers_maps_in_order_here():
     from cosmosfl.algorithms.base import map_public
+    from cosmosfl.engines.base import BaseFederation
 
-    class Bare:  # an engine without map_public (e.g. Flower's federation)
-        public_x = np.ones((2, 2))
+    class Bare(BaseFederation):  # no worker processes (e.g. Flower's federation)
+        client_ids = (0,)
+        _deliver = evaluate_server_models = None  # type: ignore[assignment]
 
-    assert [v for v, _ in map_public(Bare(), square_plus, [1, 2])] == [5.0, 8.0]
+    fed = Bare(
+        np.ones((2, 2)), 2, [0], seed=0, device="cpu", reporter=None, options=EngineOptions()
+    )
+    assert [v for v, _ in map_public(fed, square_plus, [1, 2])] == [5.0, 8.0]
 
 
 def test_auto_is_serial_for_small_data(monkeypatch):
-    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.simulation import InProcessEngine
     from cosmosfl.experiment.build import build_experiment
 
     monkeypatch.setattr(workers_module, "usable_cores", lambda: 2)
     exp = build_experiment(load_config("configs/default.yaml", TINY))  # digits: 0.2 M values
-    engine = SimulationEngine(exp.clients, exp.public_x, workers="auto")
+    engine = InProcessEngine(exp.clients, exp.public_x, workers="auto")
     assert engine.workers == 1
     monkeypatch.setattr(workers_module, "AUTO_MIN_VALUES", 0)
-    engine = SimulationEngine(exp.clients, exp.public_x, workers="auto")
+    engine = InProcessEngine(exp.clients, exp.public_x, workers="auto")
     try:
         assert engine.workers == 2
     finally:
@@ -158,7 +164,7 @@ def _refit_federation(learner, clients=21, rows=200, public=1030, features=36, c
 def test_auto_weighs_refit_work_not_bytes(monkeypatch):
     from sklearn.linear_model import LogisticRegression
 
-    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.simulation import InProcessEngine
     from cosmosfl.engines.workers import AUTO_MIN_VALUES, round_work
     from cosmosfl.learners import SklearnLearner, TorchLearner
     from cosmosfl.models import build_model
@@ -177,25 +183,25 @@ def test_auto_weighs_refit_work_not_bytes(monkeypatch):
     assert sum(c.train[0].size + public_x.size for c in clients) < AUTO_MIN_VALUES
     # ... the refits over U's soft targets do not: workers pay.
     assert round_work(clients, public_x) > 5 * AUTO_MIN_VALUES
-    engine = SimulationEngine(clients, public_x, workers="auto")
+    engine = InProcessEngine(clients, public_x, workers="auto")
     try:
         assert engine.workers == 2
     finally:
         engine.close()
     clients, public_x = _refit_federation(torch)
-    assert SimulationEngine(clients, public_x, workers="auto").workers == 1
+    assert InProcessEngine(clients, public_x, workers="auto").workers == 1
 
 
 def test_auto_keeps_the_digits_demo_serial_and_runs_satellite_mixed_in_workers(
     monkeypatch, request
 ):
-    from cosmosfl.engines.simulation import SimulationEngine
+    from cosmosfl.engines.simulation import InProcessEngine
     from cosmosfl.experiment.build import build_experiment
 
     monkeypatch.setattr(workers_module, "usable_cores", lambda: 2)
     monkeypatch.chdir(request.config.rootpath)
     demo = build_experiment(load_config("configs/demo.yaml"))  # 2 logistic regressions
-    assert SimulationEngine(demo.clients, demo.public_x, workers="auto").workers == 1
+    assert InProcessEngine(demo.clients, demo.public_x, workers="auto").workers == 1
     data = os.environ.get("COSMOSFL_DATA_DIR") or str(
         request.config.rootpath.parent / "shared/data"
     )
@@ -203,7 +209,7 @@ def test_auto_keeps_the_digits_demo_serial_and_runs_satellite_mixed_in_workers(
         pytest.skip(f"satellite.csv not found in {data}: the real data folder is absent")
     cfg = load_config("configs/satellite-mixed.yaml", [f"data.data_dir={data}"])
     tabular = build_experiment(cfg)
-    engine = SimulationEngine(tabular.clients, tabular.public_x, workers="auto")
+    engine = InProcessEngine(tabular.clients, tabular.public_x, workers="auto")
     try:
         assert engine.workers == 2
     finally:

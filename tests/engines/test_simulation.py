@@ -4,7 +4,7 @@ import pytest
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
-from cosmosfl.engines import ClientError, SimulationEngine
+from cosmosfl.engines import ClientError, InProcessEngine
 from cosmosfl.engines.simulation import ClientRejectedError, ClientRejectedWarning
 from cosmosfl.experiment import simulate
 from cosmosfl.learners.base import Learner
@@ -99,15 +99,15 @@ def test_the_engine_alone_only_records_rejections_unless_asked():
         return np.full((n, 2), 0.75, np.float32)
 
     messages = {c: protocol.Message(protocol.PREDICT_PUBLIC) for c in (0, 1)}
-    engine = SimulationEngine(make_clients(Fixed(), Fixed(bad)), PUBLIC)  # the default: record
+    engine = InProcessEngine(make_clients(Fixed(), Fixed(bad)), PUBLIC)  # the default: record
     assert list(engine.send(messages)) == [0]
     assert [r["client"] for r in engine._rejected] == [1]
     with pytest.raises(ValueError, match="on_reject"):
-        SimulationEngine(make_clients(Fixed()), PUBLIC, on_reject="ignore")
+        InProcessEngine(make_clients(Fixed()), PUBLIC, on_reject="ignore")
 
 
 def test_client_exception_stops_a_strict_run_with_the_traceback():
-    engine = SimulationEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC)
+    engine = InProcessEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC)
     with pytest.raises(ClientError, match=r"client 1 failed task 'train_local'.*disk full") as err:
         engine.send(
             {0: protocol.Message(protocol.TRAIN_LOCAL), 1: protocol.Message(protocol.TRAIN_LOCAL)}
@@ -116,28 +116,28 @@ def test_client_exception_stops_a_strict_run_with_the_traceback():
 
 
 def test_client_exception_becomes_rejection_and_all_failing_is_an_error():
-    engine = SimulationEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC, strict=False)
+    engine = InProcessEngine(make_clients(Fixed(), Fixed(fail=True)), PUBLIC, strict=False)
     replies = engine.send(
         {0: protocol.Message(protocol.TRAIN_LOCAL), 1: protocol.Message(protocol.TRAIN_LOCAL)}
     )
     assert list(replies) == [0]
-    engine = SimulationEngine(make_clients(Fixed(fail=True)), PUBLIC, strict=False)
+    engine = InProcessEngine(make_clients(Fixed(fail=True)), PUBLIC, strict=False)
     with pytest.raises(RuntimeError, match=r"every client failed.*disk full"):
         engine.send({0: protocol.Message(protocol.TRAIN_LOCAL)})
 
 
 def test_federation_checks():
     with pytest.raises(ValueError, match="at least one client"):
-        SimulationEngine([], PUBLIC)
+        InProcessEngine([], PUBLIC)
     a, b = make_clients(Fixed(), Fixed())
     b.id = 0
     with pytest.raises(ValueError, match="unique"):
-        SimulationEngine([a, b], PUBLIC)
+        InProcessEngine([a, b], PUBLIC)
     other = Fixed()
     other.num_classes = 3
     with pytest.raises(ValueError, match="same number of classes"):
-        SimulationEngine(make_clients(Fixed(), other), PUBLIC)
+        InProcessEngine(make_clients(Fixed(), other), PUBLIC)
     with pytest.raises(ValueError, match="empty"):
-        SimulationEngine(make_clients(Fixed()), PUBLIC[:0])
+        InProcessEngine(make_clients(Fixed()), PUBLIC[:0])
     with pytest.raises(ValueError, match="rounds"):
         simulate(Probe(), make_clients(Fixed()), PUBLIC, rounds=0)

@@ -1,5 +1,5 @@
 """Hostile replies at the in-process engine: whatever a client's `handle` returns (a Reply of
-any content, or not a Reply at all), `SimulationEngine.send` accepts it only if valid, else
+any content, or not a Reply at all), `InProcessEngine.send` accepts it only if valid, else
 records it under `rejected` with a reason; it never raises (but for the documented strict
 mode ClientError), and a rejected reply never reaches the algorithm."""
 
@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.engines.simulation import ClientError
 from cosmosfl.learners.base import Learner
 
@@ -88,11 +88,11 @@ REPLIES = st.one_of(
 )
 
 
-def _engine(hostile: object, strict: bool) -> SimulationEngine:
+def _engine(hostile: object, strict: bool) -> InProcessEngine:
     x, y = np.zeros((4, 1), np.float32), np.array([0, 1, 0, 1])
     clients = [Client(i, Fixed(), (x, y), (x, y)) for i in (0, 1)]
     clients[0].handle = lambda message: hostile  # type: ignore[method-assign]
-    return SimulationEngine(
+    return InProcessEngine(
         clients, np.zeros((N, 1), np.float32), strict=strict, max_payload_bytes=LIMIT
     )
 

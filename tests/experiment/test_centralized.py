@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cosmosfl.algorithms.base import RoundRecord
-from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.centralized import (
     _engine_record,
@@ -75,7 +75,7 @@ def test_trains_on_the_union_of_client_data_with_the_engines_record_format(monke
 
     # The record layout is the simulation engine's (here: `local` for one round) ...
     local = build_experiment(tiny({"name": "local", "pretrain_epochs": 1}))
-    engine = SimulationEngine(local.clients, local.public_x, seed=1)
+    engine = InProcessEngine(local.clients, local.public_x, seed=1)
     engine_record = engine.run_round(local.algorithm, 1, 1)
     rec = result.records[0]
     keys = list(engine_record)

@@ -21,7 +21,7 @@ from cosmosfl.client import Client
 from cosmosfl.core import protocol
 from cosmosfl.core.tasks import Distill, MetricsReply, ProbsReply, Request, always_sent
 from cosmosfl.data import load_dataset, paper_split
-from cosmosfl.engines import SimulationEngine
+from cosmosfl.engines import InProcessEngine
 from cosmosfl.handlers import ClientHandlers
 from cosmosfl.handlers.default import HANDLERS as MODEL_AGNOSTIC
 from cosmosfl.learners.torch import TorchLearner
@@ -111,7 +111,7 @@ def federation(num_clients: int = 4) -> tuple[list[Client], np.ndarray]:
 
 def test_a_baseline_defined_outside_the_package_runs_on_the_in_process_engine():
     clients, public_x = federation()
-    records = SimulationEngine(clients, public_x, seed=0).run(Sharpen(), rounds=2)
+    records = InProcessEngine(clients, public_x, seed=0).run(Sharpen(), rounds=2)
     assert [r["round"] for r in records] == [1, 2]
     for record in records:
         assert set(record["accuracy"]["client_model"]) == {"0", "1", "2", "3"}
@@ -121,7 +121,7 @@ def test_a_baseline_defined_outside_the_package_runs_on_the_in_process_engine():
     assert 0.1 <= records[-1]["consensus_max"] <= 1.0
     # Same seed, same records (timings aside).
     again, _ = federation()
-    repeat = SimulationEngine(again, public_x, seed=0).run(Sharpen(), rounds=2)
+    repeat = InProcessEngine(again, public_x, seed=0).run(Sharpen(), rounds=2)
     for a, b in zip(records, repeat, strict=True):
         assert {k: v for k, v in a.items() if k != "seconds"} == {
             k: v for k, v in b.items() if k != "seconds"

@@ -22,14 +22,18 @@ from cosmosfl.core.constraints import Constraint, check_instance
 from cosmosfl.core.tasks import Evaluate, Request, TrainLocal
 from cosmosfl.learners.base import Learner
 
+Replies = Mapping[int, protocol.Reply]
+"""What `Federation.send` returns: the validated reply of each client that answered."""
+
+Metrics = Mapping[int, Mapping[str, float]]
+"""Per-client scalar metrics (e.g. {"top1": 0.9, "loss": 0.3}) by client id."""
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
 
 class Federation(Protocol):
-    """The engine as an algorithm sees it.
-
-    An engine may also offer `map_public(fn, items)`: `[fn(public_x, item) for item in
-    items]`, computed where it computes best (the simulation engine's worker processes);
-    algorithms call it through `map_public` below, which falls back to a loop here.
-    """
+    """The engine as an algorithm sees it."""
 
     @property
     def client_ids(self) -> list[int]: ...
@@ -54,18 +58,18 @@ class Federation(Protocol):
         self,
         messages: Mapping[int, Request | protocol.Message],
         expect: Mapping[str, protocol.ArraySpec] | None = None,
-    ) -> dict[int, protocol.Reply]:
+    ) -> Replies:
         """Deliver one request per client (a typed `Request`, or its wire form `Message`);
-        return the validated replies of those that answered.
+        return the validated replies of those that answered, by client id.
 
         Clients whose reply fails validation (or who fail) are absent from the result; the
-        engine records why. `expect` overrides the task's default reply specification.
+        engine records why. `expect` overrides the task's default reply specification. An
+        engine may wait for the replies only when they are first read (Flower sends several
+        steps in one round trip), so read them where they are needed, not sooner.
         """
         ...
 
-    def evaluate_server_models(
-        self, models: Mapping[int, Learner], split: str = "test"
-    ) -> dict[int, dict[str, float]]:
+    def evaluate_server_models(self, models: Mapping[int, Learner], split: str = "test") -> Metrics:
         """Measure server-side model `models[i]` on client i's test split (or, for model
         selection, its "validation" slice).
 
@@ -80,6 +84,15 @@ class Federation(Protocol):
         """Server-side model `models[i]`'s probabilities on client i's `split` rows, as the
         site would compute them holding the model's weights (COSMOS's opt-in `deploy_mix`);
         {} on an engine that cannot ship a server model to its sites."""
+        ...
+
+    def map_public(
+        self, fn: Callable[[np.ndarray, Item], Result], items: Sequence[Item]
+    ) -> list[Result]:
+        """`[fn(public_x, item) for item in items]`, computed where the engine computes best
+        (the in-process engine's worker processes; in order here otherwise). `fn` must be a
+        module-level function whose result depends only on its arguments (an item carries
+        its own seeded learner), so where it runs changes no result."""
         ...
 
     def phase(self, name: str) -> AbstractContextManager[None]:
@@ -100,47 +113,51 @@ class RoundRecord:
     accuracy: dict[str, dict[int, float]] = field(default_factory=dict)
     top5: dict[str, dict[int, float]] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
-    # Metrics an engine has not collected yet (see DeferredMetrics); `resolve` reads them.
+    # Metrics not read yet (see DeferredMetrics); `resolve` reads them.
     pending: dict[str, DeferredMetrics] = field(default_factory=dict)
     pending_info: dict[str, DeferredMetrics] = field(default_factory=dict)
 
-    def add_metrics(self, model: str, metrics: Mapping[int, Mapping[str, float]]) -> None:
+    def add_metrics(self, model: str, metrics: Metrics) -> None:
         if isinstance(metrics, DeferredMetrics):
             self.accuracy[model] = {}  # keeps the models in the order they were measured
+            self.top5.pop(model, None)
             self.pending[model] = metrics
             return
         self.accuracy[model] = {cid: float(m["top1"]) for cid, m in metrics.items()}
         if any("top5" in m for m in metrics.values()):
             self.top5[model] = {cid: float(m["top5"]) for cid, m in metrics.items() if "top5" in m}
 
-    def add_info(self, key: str, per_client: Mapping[int, Mapping[str, float]]) -> None:
-        """Per-client scalars (e.g. a task's training losses) under `info[key]`, possibly
-        deferred by the engine like `add_metrics`."""
+    def add_info(self, key: str, per_client: Metrics) -> None:
+        """Per-client scalars (e.g. a task's training losses) under `info[key]`, kept unread
+        until `resolve` like `add_metrics`'."""
         if isinstance(per_client, DeferredMetrics):
+            self.info[key] = {}  # keeps the keys in the order they were measured
             self.pending_info[key] = per_client
             return
         self.info[key] = {cid: dict(m) for cid, m in sorted(per_client.items())}
 
     def resolve(self) -> None:
-        """Collect deferred metrics (engines call this before reading the record)."""
+        """Read the metrics kept unread (the engine calls this at the end of the round)."""
         pending, self.pending = self.pending, {}
         for model, metrics in pending.items():
             self.add_metrics(model, dict(metrics.items()))
+        order = list(self.accuracy)  # top5 in the order the models were measured
+        self.top5 = dict(sorted(self.top5.items(), key=lambda kv: order.index(kv[0])))
         pending_info, self.pending_info = self.pending_info, {}
         for key, per_client in pending_info.items():
             self.add_info(key, dict(per_client.items()))
 
 
 class DeferredMetrics(Mapping[int, Mapping[str, float]]):
-    """Per-client metrics an engine delivers later (Flower batches metric-only requests into
-    the next message to save round trips). Reading it waits for them; `RoundRecord` keeps it
-    unread until the engine resolves the round's record. `read` returns the metrics."""
+    """Per-client metrics computed when first read (`read` returns them), e.g. from replies
+    an engine waits for only when they are read. `RoundRecord` keeps them unread until the
+    end of the round, so that measuring costs no round trip of its own."""
 
-    def __init__(self, read: Callable[[], Mapping[int, Mapping[str, float]]]) -> None:
+    def __init__(self, read: Callable[[], Metrics]) -> None:
         self._read = read
-        self._value: Mapping[int, Mapping[str, float]] | None = None
+        self._value: Metrics | None = None
 
-    def _data(self) -> Mapping[int, Mapping[str, float]]:
+    def _data(self) -> Metrics:
         if self._value is None:
             self._value = self._read()
         return self._value
@@ -244,17 +261,15 @@ class Algorithm(ABC):
 
 def evaluate_clients(
     fed: Federation, client_ids: list[int] | None = None, split: str = "test"
-) -> Mapping[int, Mapping[str, float]]:
+) -> Metrics:
     """Ask clients to evaluate their own model on their own test split (or "validation")."""
     ids = fed.client_ids if client_ids is None else client_ids
     return reply_metrics(fed.send(dict.fromkeys(ids, Evaluate(split))))
 
 
-def reply_metrics(replies: Any) -> Mapping[int, Mapping[str, float]]:
-    """The scalar metrics of each reply; deferred when the engine defers the replies."""
-    if not isinstance(replies, dict):
-        return DeferredMetrics(lambda: {cid: dict(r.metrics) for cid, r in replies.items()})
-    return {cid: dict(r.metrics) for cid, r in replies.items()}
+def reply_metrics(replies: Replies) -> Metrics:
+    """The scalar metrics of each reply, read from `replies` when first read."""
+    return DeferredMetrics(lambda: {cid: dict(r.metrics) for cid, r in replies.items()})
 
 
 def renamed_setting(old: str, new: str) -> property:
@@ -276,21 +291,12 @@ ServerLearnerFactory = Callable[[tuple[int, ...], int, int], Learner]
 """Builds a server-side learner from (input shape of one sample, num_classes, seed)."""
 
 
-Item = TypeVar("Item")
-Result = TypeVar("Result")
-
-
 def map_public(
     fed: Federation, fn: Callable[[np.ndarray, Item], Result], items: Sequence[Item]
 ) -> list[Result]:
-    """`[fn(fed.public_x, item) for item in items]`, in the engine's workers when it offers
-    `map_public` (independent server-side work, e.g. COSMOS's K cluster models), else here.
-    `fn` must be a module-level function whose result depends only on its arguments (an item
-    carries its own seeded learner), so where it runs changes no result."""
-    run = getattr(fed, "map_public", None)
-    if run is None:
-        return [fn(fed.public_x, item) for item in items]
-    return list(run(fn, items))
+    """`fed.map_public(fn, items)`: independent server-side work (e.g. COSMOS's K cluster
+    models) where the engine computes best (see `Federation.map_public`)."""
+    return list(fed.map_public(fn, items))
 
 
 def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int]]]:
@@ -301,24 +307,16 @@ def iter_clusters(assignment: Mapping[int, int]) -> Iterator[tuple[int, list[int
 
 def train_local_with_pretraining(
     fed: Federation, pretrained: set[int], epochs_for: Callable[[bool], int]
-) -> Any:
+) -> Replies:
     """TRAIN_LOCAL for every client: `epochs_for(True)` epochs (E0, `Algorithm.epochs_for`) for
     a client that has not yet finished local training, `epochs_for(False)` for the others.
 
     In round 1 that is everyone; afterwards it is a client that was offline (or failed) in
     round 1 and answers for the first time: it gets the pre-training it missed instead of
     joining with a barely trained model (whose pseudo-labels would misplace it in the
-    clustering). Clients that finish are added to `pretrained` here when the engine returns
-    replies at once; an engine that defers metric-only replies (Flower) returns them later,
-    and the caller adds the clients that answered the next task instead (`deferred(replies)`).
+    clustering). Returns the replies: the caller adds the clients that answered to
+    `pretrained` (`pretrained.update(replies)`) once it has read a later step's replies, so
+    that an engine that sends several steps at once (Flower) needs no round trip for these.
     """
     messages = {cid: TrainLocal(epochs_for(cid not in pretrained)) for cid in fed.client_ids}
-    replies = fed.send(messages)
-    if isinstance(replies, dict):
-        pretrained.update(replies)
-    return replies
-
-
-def deferred(replies: Any) -> bool:
-    """Whether an engine returned these replies later (Flower piggybacks metric-only replies)."""
-    return not isinstance(replies, dict)
+    return fed.send(messages)

@@ -30,7 +30,6 @@ from cosmosfl.algorithms.base import (
     Algorithm,
     Federation,
     RoundRecord,
-    deferred,
     evaluate_clients,
     iter_clusters,
     train_local_with_pretraining,
@@ -96,8 +95,7 @@ class Comet(EpochSchedule, Algorithm):
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic()))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
-            if deferred(trained):  # Flower: the prediction carried the training replies
-                self.pretrained.update(trained)  # resolved by now: no extra round trip
+            self.pretrained.update(trained)  # read after the prediction's (no round trip)
         with fed.phase("evaluation"):
             record.add_metrics("local", evaluate_clients(fed))  # after local training
 

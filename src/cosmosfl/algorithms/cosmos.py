@@ -31,9 +31,11 @@ import numpy as np
 
 from cosmosfl.algorithms.base import (
     Algorithm,
+    DeferredMetrics,
     Federation,
+    Metrics,
+    Replies,
     RoundRecord,
-    deferred,
     evaluate_clients,
     iter_clusters,
     map_public,
@@ -57,7 +59,7 @@ class ServerStep(NamedTuple):
     teachers: dict[int, np.ndarray]  # f̄_k(U) at temperature T (step 3a), of the clusters trained
     losses: dict[int, dict[str, float]]  # their distillation losses
     h_public: dict[int, np.ndarray]  # h_k(U) for every cluster
-    h_test: Any  # h_π(i) on each client's test split (possibly deferred by the engine)
+    h_test: Metrics  # h_π(i) on each client's test split
 
 
 class _ReportedModel:
@@ -109,20 +111,20 @@ class Cosmos(CosmosSettings, Algorithm):
         self._public_probe(record, probs, server)  # measurement hook
         return record
 
-    def _local_training(self, fed: Federation) -> Any:
+    def _local_training(self, fed: Federation) -> Replies:
         """Step 1: every client trains f_i on D_i, E0 epochs until it has once, then E."""
         with fed.phase("local_training"):
             return train_local_with_pretraining(fed, self.pretrained, self.epochs_for)
 
     def _pseudo_labels(
-        self, fed: Federation, trained: Any, record: RoundRecord, round_num: int
-    ) -> tuple[dict[int, np.ndarray], Any]:
+        self, fed: Federation, trained: Replies, record: RoundRecord, round_num: int
+    ) -> tuple[dict[int, np.ndarray], Metrics]:
         """Step 1, its end: every client sends f_i^(t,1)(U); then f_i^(t,1) is evaluated
         ("local"). Returns the pseudo-labels of the clients that answered and that evaluation."""
         with fed.phase("prediction"):
             replies = fed.send(dict.fromkeys(fed.client_ids, PredictPublic(codec=self.codec)))
             probs = {cid: np.asarray(r.arrays["probs"]) for cid, r in replies.items()}
-            self._note_deferred_training(trained)
+            self.pretrained.update(trained)  # read after step 2's replies (no round trip)
         with fed.phase("evaluation"):
             own_test = evaluate_clients(fed)
             record.add_metrics("local", own_test)  # f_i^(t,1)
@@ -200,28 +202,36 @@ class Cosmos(CosmosSettings, Algorithm):
                 )
                 for k, t in self._distillation_targets(server).items()
             }
-            distilled = fed.send({cid: requests[k] for cid, k in self.assignment.items()})
-            if gate and isinstance(distilled, dict):
-                self._note_unjudged(fed, distilled)
+            distilled = reply_metrics(
+                fed.send({cid: requests[k] for cid, k in self.assignment.items()})
+            )
             # KL and r_B of each client's distillation (first and last epoch): does f_i fit h_k?
             # With the gate, also whether the client kept the step (handlers/gate.py).
-            record.add_info("client_distill", reply_metrics(distilled))
+            record.add_info("client_distill", self._note_unjudged(fed, distilled, gate))
         with fed.phase("evaluation"):
             own = evaluate_clients(fed)
             record.add_metrics("client_model", own)  # f_i^(t,2)
         return own
 
     @staticmethod
-    def _note_unjudged(fed: Federation, replies: dict[int, Any]) -> None:
-        """Say which clients' gates could not judge (their slices are too small)."""
-        unjudged = sorted(c for c, r in replies.items() if r.metrics.get("gate_unjudged"))
-        if unjudged:
-            fed.log(
-                f"clients {unjudged} hold too few validation rows for their gate to judge a "
-                "distillation step: they keep their models (raise data.validation_fraction)"
-            )
+    def _note_unjudged(fed: Federation, distilled: Metrics, gate: bool) -> Metrics:
+        """`distilled`, saying when first read which clients' gates could not judge (their
+        slices are too small)."""
 
-    def _deploy(self, fed: Federation, record: RoundRecord, server: ServerStep, own: Any) -> None:
+        def read() -> Metrics:
+            unjudged = sorted(c for c, m in distilled.items() if m.get("gate_unjudged"))
+            if gate and unjudged:
+                fed.log(
+                    f"clients {unjudged} hold too few validation rows for their gate to judge "
+                    "a distillation step: they keep their models (raise data.validation_fraction)"
+                )
+            return distilled
+
+        return DeferredMetrics(read)
+
+    def _deploy(
+        self, fed: Federation, record: RoundRecord, server: ServerStep, own: Metrics
+    ) -> None:
         """Step 5 (validated recipe only): what each client deploys (evaluation point
         "deployed", the recipe's reported model): its own model after the gated step 4, built
         from nothing but the soft labels the protocol sends; the record says which teacher
@@ -247,7 +257,7 @@ class Cosmos(CosmosSettings, Algorithm):
                 },
             )
 
-    def _deployed_metrics(self, fed: Federation, own: Any) -> Any:
+    def _deployed_metrics(self, fed: Federation, own: Metrics) -> Metrics:
         """The own model's metrics (`deploy: own`), or those of each client's validated mix
         α·f_i + (1 − α)·h_π(i) with the α chosen (`deploy: mix`, metric `alpha`; clients the
         engine cannot give h_π(i)'s predictions keep their own model)."""
@@ -276,7 +286,7 @@ class Cosmos(CosmosSettings, Algorithm):
 
     # -- the extension, the diagnostic, the hook and the engine plumbing, one place each ------
     def _select_on_validation(
-        self, fed: Federation, record: RoundRecord, h_test: Any, own_test: Any
+        self, fed: Federation, record: RoundRecord, h_test: Metrics, own_test: Metrics
     ) -> None:
         """Extension (`select_on_validation`): each client keeps whichever of h_π(i) and
         f_i^(t,1) is better on its validation slice; evaluation point "selected"."""
@@ -313,12 +323,6 @@ class Cosmos(CosmosSettings, Algorithm):
             for k, members in iter_clusters(self.assignment)
             if k in server.teachers
         }
-
-    def _note_deferred_training(self, trained: Any) -> None:
-        """Flower plumbing: an engine that defers metric-only replies returned the training
-        replies with the prediction, so the clients that pre-trained are known only now."""
-        if deferred(trained):
-            self.pretrained.update(trained)
 
     # -- membership π (cosmos_membership.py) and the server models h_k -------------------------
     @property

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cosmosfl.algorithms.base import DeferredMetrics, Federation, evaluate_clients
+from cosmosfl.algorithms.base import DeferredMetrics, Federation, Metrics, evaluate_clients
 from cosmosfl.learners.base import Learner
 
 
 def select_on_validation(
     fed: Federation,
     models: Mapping[int, Learner],
-    h_test: Mapping[int, Mapping[str, float]],
-    own_test: Mapping[int, Mapping[str, float]],
-) -> Mapping[int, Mapping[str, float]]:
+    h_test: Metrics,
+    own_test: Metrics,
+) -> Metrics:
     """Per client, the test metrics of whichever of h_π(i) and its own f_i^(t,1) scores higher
     on the client's validation slice (ties: h_π(i)); clients missing a measurement are left
-    out. Deferred when the engine defers the metrics it combines."""
+    out. Computed when first read, like the measurements it combines."""
     h_val = fed.evaluate_server_models(models, split="validation")
     own_val = evaluate_clients(fed, sorted(models), split="validation")
 
@@ -35,5 +35,4 @@ def select_on_validation(
             }
         return out
 
-    deferred = any(isinstance(m, DeferredMetrics) for m in (h_val, own_val, h_test, own_test))
-    return DeferredMetrics(pick) if deferred else pick()
+    return DeferredMetrics(pick)

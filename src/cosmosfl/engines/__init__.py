@@ -4,6 +4,6 @@
 experiment layer, a layer up (and are importable from the top-level package)."""
 
 from cosmosfl.engines.options import EngineOptions
-from cosmosfl.engines.simulation import ClientError, InProcessEngine, SimulationEngine
+from cosmosfl.engines.simulation import ClientError, InProcessEngine
 
-__all__ = ["ClientError", "EngineOptions", "InProcessEngine", "SimulationEngine"]
+__all__ = ["ClientError", "EngineOptions", "InProcessEngine"]

@@ -8,11 +8,15 @@ to participation, faults or the round record reaches both engines:
 - the `Federation` properties (U, classes, seed, device), phases and log lines;
 - a round's counters: bytes per client and direction, seconds per phase, rejected replies
   (kept in step order, then client order), injected faults;
-- a step's injected faults (decided statelessly, engines/faults.py), a dropped-out client
-  never asked, a reply damaged or falsified before validation, a straggler's reply rejected
-  as late, every other reply validated by core/protocol;
+- a step (`send`): the requests converted to messages, the unknown-client check, the
+  step's injected faults (decided statelessly, engines/faults.py), a dropped-out client
+  never asked, a crashed one answered by a crash reply without being asked, a reply damaged
+  or falsified before validation, a straggler's reply rejected as late, every other reply
+  validated by core/protocol; the engine supplies only the delivery (`_deliver`);
 - the participation rule (`min_participation`) and `ParticipationError`;
-- the round itself (`run_round`): the algorithm's round, then its record (`RoundLog`).
+- the round itself (`run_round`): the algorithm's round, then its record (`RoundLog`);
+- what the experiment layer may ask of any engine (`Engine`): its rounds, `sync_clients`,
+  `close`, `map_public`.
 """
 
 from __future__ import annotations
@@ -21,16 +25,17 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
-from cosmosfl.algorithms.base import Algorithm, RoundRecord
+from cosmosfl.algorithms.base import Algorithm, Item, Metrics, Replies, Result, RoundRecord
 from cosmosfl.core import codecs, protocol
-from cosmosfl.core.tasks import Request
-from cosmosfl.engines.faults import LATE, FaultInjector
+from cosmosfl.core.tasks import Request, as_message
+from cosmosfl.engines.faults import LATE, FaultInjector, crash_reply
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, SilentReporter
 from cosmosfl.engines.record import RoundLog
@@ -43,12 +48,51 @@ class ParticipationError(RuntimeError):
     """Too few clients answered a step of a round (below `min_participation`)."""
 
 
+class Engine(Protocol):
+    """What the experiment layer uses of an engine (both engines are `BaseFederation`s)."""
+
+    @property
+    def client_ids(self) -> list[int]: ...
+
+    def run_round(self, algorithm: Algorithm, round_num: int, rounds: int) -> dict[str, Any]:
+        """Run one round of `algorithm`; its JSON-ready record (a line of metrics.jsonl)."""
+        ...
+
+    def map_public(
+        self, fn: Callable[[np.ndarray, Item], Result], items: Sequence[Item]
+    ) -> list[Result]: ...
+
+    def sync_clients(self) -> None:
+        """Bring the clients' trained learners into this process (for a checkpoint)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds (worker processes); the run is over."""
+        ...
+
+
+@dataclass
+class Step:
+    """One `send` (or, on Flower, one server evaluation): the clients asked, and what came
+    back. An engine that delivers later (Flower) keeps it until the replies arrive."""
+
+    task: str
+    expect: Mapping[str, protocol.ArraySpec] | None
+    clients: list[int]
+    seq: int = 0  # the order of the steps in a round: rejections are recorded in that order
+    tasks: dict[int, str] = field(default_factory=dict)  # each client's (a send may mix tasks)
+    faults: dict[int, str] = field(default_factory=dict)  # injected, per client
+    replies: dict[int, protocol.Reply] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    done: bool = False
+
+
 class BaseFederation(ABC):
     """The engine-independent part of the algorithms' `Federation` view (see module doc).
 
-    A subclass delivers messages (`send`, `evaluate_server_models`), names its clients
-    (`client_ids`), and may hook into a round (`_begin_round`, `_end_round`,
-    `_engine_fields`) and into rejections (`_rejected_reply`)."""
+    A subclass delivers messages (`_deliver`, `evaluate_server_models`), names its clients
+    (`client_ids`), and may hook into a step (`_check_reply`), a round (`_begin_round`,
+    `_end_round`, `_engine_fields`) and rejections (`_rejected_reply`)."""
 
     def __init__(
         self,
@@ -102,17 +146,66 @@ class BaseFederation(ABC):
     def device(self) -> str:
         return self._device
 
-    @abstractmethod
     def send(
         self,
         messages: Mapping[int, Request | protocol.Message],
         expect: Mapping[str, protocol.ArraySpec] | None = None,
-    ) -> dict[int, protocol.Reply]: ...
+    ) -> Replies:
+        """One step: each addressed client's injected fault, a dropped-out client never
+        asked, a crashed one answered without being asked, the others' messages delivered
+        (`_deliver`); every reply falsified where faulted and validated. The replies of the
+        clients that answered, in client order."""
+        wire = {cid: as_message(m) for cid, m in messages.items()}
+        unknown = sorted(set(wire) - set(self.client_ids))
+        if unknown:
+            raise KeyError(f"message addressed to unknown client(s) {unknown}")
+        task = next(iter(wire.values())).task if wire else protocol.EVALUATE
+        step = Step(task, expect, sorted(wire), seq=self._next_step())
+        step.tasks = {cid: m.task for cid, m in wire.items()}
+        planned = self._plan_faults(wire)
+        crashed, deliver = [], {}
+        for cid in sorted(wire):
+            message, fault = wire[cid], planned[cid]
+            if fault is not None:
+                step.faults[cid] = fault
+            if not self._address(cid, message, fault, step.failures):
+                continue
+            if fault == "crash":  # raises at the start of the task: no work, an error reply
+                crashed.append(cid)
+            else:
+                deliver[cid] = message
+        return self._deliver(step, deliver, {cid: crash_reply(wire[cid]) for cid in crashed})
+
+    @abstractmethod
+    def _deliver(
+        self,
+        step: Step,
+        messages: dict[int, protocol.Message],
+        crashed: dict[int, protocol.Reply],
+    ) -> Replies:
+        """Deliver `messages` (client order) and `_accept` each reply, together with the
+        `crashed` clients' replies in client order; `_close` the step once all are in, and
+        return its replies (`step.replies`, or a mapping that reads them when first read)."""
 
     @abstractmethod
     def evaluate_server_models(
         self, models: Mapping[int, Learner], split: str = "test"
-    ) -> dict[int, dict[str, float]]: ...
+    ) -> Metrics: ...
+
+    def map_public(
+        self, fn: Callable[[np.ndarray, Item], Result], items: Sequence[Item]
+    ) -> list[Result]:
+        """`[fn(public_x, item) for item in items]`, here in order (an engine with worker
+        processes runs them there)."""
+        return [fn(self._public_x, item) for item in items]
+
+    def sync_clients(self) -> None:
+        """Nothing to bring back by default: the clients live elsewhere (Flower's nodes)."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release by default."""
+        return None
 
     def predict_server_models(
         self, models: Mapping[int, Learner], split: str
@@ -172,6 +265,26 @@ class BaseFederation(ABC):
         return self.faults.apply(
             reply, fault, self._round, cid, self._context, self.max_payload_bytes
         )
+
+    def _accept(self, step: Step, cid: int, reply: Any) -> None:
+        """Go on with `cid`'s reply to `step`: falsified where faulted, checked by the engine
+        (`_check_reply`), validated; kept in `step.replies` when accepted."""
+        task, fault = step.tasks.get(cid, step.task), step.faults.get(cid)
+        reply = self._falsify(cid, reply, fault)
+        self._check_reply(cid, task, reply)
+        accepted = self._receive(step.seq, cid, task, reply, fault, step.expect, step.failures)
+        if accepted is not None:
+            step.replies[cid] = accepted
+
+    def _check_reply(self, cid: int, task: str, reply: Any) -> None:
+        """Told of every reply before validation; the in-process engine raises here on an
+        exception in client code (`strict`)."""
+        return None  # validation alone decides by default
+
+    def _close(self, step: Step) -> None:
+        """Mark a step answered; stop the run if too few clients answered it."""
+        step.done = True
+        self._check_participation(step.task, len(step.clients), len(step.replies), step.failures)
 
     def _receive(
         self,
@@ -262,7 +375,7 @@ class BaseFederation(ABC):
 
     def _end_round(self, report: RoundRecord) -> None:
         """After the algorithm's round, on the round's clock: finish what is still pending."""
-        return None  # nothing deferred by default
+        return None  # nothing pending by default
 
     def _engine_fields(self) -> dict[str, Any]:
         """The round record's fields only this engine measures (RoundLog's optional ones)."""
@@ -278,6 +391,7 @@ class BaseFederation(ABC):
         start = time.perf_counter()
         report = algorithm.run_round(self, round_num)
         self._end_round(report)
+        report.resolve()  # metrics the round has not read yet (replies read when first read)
         total = time.perf_counter() - start
         record = RoundLog(
             round_num,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -119,7 +118,3 @@ class ConsoleReporter(Reporter):
 def make_reporter(show: bool) -> Reporter:
     """The console reporter when asked to show progress, else a silent one."""
     return ConsoleReporter() if show else SilentReporter()
-
-
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()

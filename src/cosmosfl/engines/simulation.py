@@ -21,10 +21,9 @@ import numpy as np
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
 from cosmosfl.core import protocol
-from cosmosfl.core.tasks import Request, as_message
-from cosmosfl.engines.base import BaseFederation
+from cosmosfl.engines.base import BaseFederation, Item, Result, Step
 from cosmosfl.engines.base import ParticipationError as ParticipationError  # its old home
-from cosmosfl.engines.faults import FaultConfig, crash_reply
+from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter
 from cosmosfl.engines.workers import WorkerPool, resolve_workers, round_work
@@ -176,7 +175,9 @@ class InProcessEngine(BaseFederation):
     def client_ids(self) -> list[int]:
         return list(self._clients)
 
-    def map_public(self, fn: Callable[[np.ndarray, Any], Any], items: Sequence[Any]) -> list[Any]:
+    def map_public(
+        self, fn: Callable[[np.ndarray, Item], Result], items: Sequence[Item]
+    ) -> list[Result]:
         """`[fn(public_x, item) for item in items]`: in the worker processes when there are any
         and server models live on the CPU (each item wholly in one worker, one thread, so the
         results are a serial run's with that many threads), else here in order."""
@@ -191,50 +192,37 @@ class InProcessEngine(BaseFederation):
         if self._pool is not None:
             self._pool.use_handlers(handlers)
 
-    def send(
+    def _deliver(
         self,
-        messages: Mapping[int, Request | protocol.Message],
-        expect: Mapping[str, protocol.ArraySpec] | None = None,
+        step: Step,
+        messages: dict[int, protocol.Message],
+        crashed: dict[int, protocol.Reply],
     ) -> dict[int, protocol.Reply]:
-        messages = {cid: as_message(m) for cid, m in messages.items()}
-        replies: dict[int, protocol.Reply] = {}
-        failures: list[str] = []
-        unknown = sorted(set(messages) - set(self._clients))
-        if unknown:
-            raise KeyError(f"message addressed to unknown client(s) {unknown}")
-        step = self._next_step()
-        planned = self._plan_faults(messages)
-        # Clients that drop out or crash are never asked, in a worker or in this process.
-        # Worker processes answer all messages concurrently; replies are then processed in
-        # client order exactly as in the serial loop below.
-        served = {c: m for c, m in messages.items() if planned[c] not in ("dropout", "crash")}
-        delivered = self._pool.handle(served) if self._pool is not None else None
-        for cid in sorted(messages):
-            message, fault = messages[cid], planned[cid]
-            if not self._address(cid, message, fault, failures):
-                continue
-            if fault == "crash":
-                reply = crash_reply(message)
+        """Ask each client, in this process or in the workers (which answer concurrently);
+        the replies are then taken in client order, exactly as in the serial loop."""
+        delivered = self._pool.handle(messages) if self._pool is not None else None
+        for cid in sorted([*messages, *crashed]):
+            if cid in crashed:
+                reply = crashed[cid]
             elif delivered is not None:
                 reply = delivered[cid]
             else:
-                reply = self._clients[cid].handle(message)
-            reply = self._falsify(cid, reply, fault)
-            if self.strict and _raised(reply):
-                err = ClientError(
-                    f"round {self._round}: client {cid} failed task {message.task!r}: "
-                    f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
-                    "(run with strict=False to exclude failing clients instead)"
-                )
-                err.client_id, err.task = cid, message.task
-                err.error, err.client_traceback = str(reply.error), str(reply.traceback)
-                raise err
-            accepted = self._receive(step, cid, message.task, reply, fault, expect, failures)
-            if accepted is not None:
-                replies[cid] = accepted
-        task = next(iter(messages.values())).task if messages else protocol.EVALUATE
-        self._check_participation(task, len(messages), len(replies), failures)
-        return replies
+                reply = self._clients[cid].handle(messages[cid])
+            self._accept(step, cid, reply)
+        self._close(step)
+        return dict(sorted(step.replies.items()))
+
+    def _check_reply(self, cid: int, task: str, reply: Any) -> None:
+        """`strict`: an exception in client code stops the run with its traceback."""
+        if self.strict and _raised(reply):
+            err = ClientError(
+                f"round {self._round}: client {cid} failed task {task!r}: "
+                f"{reply.error}\n--- client traceback ---\n{reply.traceback}"
+                "(run with strict=False to exclude failing clients instead)"
+            )
+            err.client_id, err.task = cid, task
+            err.error, err.client_traceback = str(reply.error), str(reply.traceback)
+            raise err
 
     def _byzantine(self, cid: int, task: str) -> bool:
         """Whether `cid`'s answer to `task` was falsified by the fault injector."""
@@ -331,8 +319,3 @@ def _raised(reply: Any) -> bool:
     built by user code may hold anything, and `==` on an array is not a bool)."""
     kind = getattr(reply, "error_kind", None) if isinstance(reply, protocol.Reply) else None
     return isinstance(kind, str) and kind == "exception"
-
-
-# Its name until 0.3, beside Flower's simulation runtime (a different thing: the Flower apps on
-# Ray); kept so that code written against it keeps working.
-SimulationEngine = InProcessEngine

@@ -16,6 +16,7 @@ import yaml
 
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.engines import workers as engine_workers
+from cosmosfl.engines.base import Engine
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import ClientError, InProcessEngine
@@ -63,9 +64,9 @@ def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> di
     }
 
 
-EngineFactory = Callable[[Experiment, Reporter], Any]
-"""Builds the engine that runs the rounds (anything with `run_round(algorithm, t, rounds)`
-returning a record), e.g. the Flower federation; the default is the in-process engine."""
+EngineFactory = Callable[[Experiment, Reporter], Engine]
+"""Builds the engine that runs the rounds (`Engine`, engines/base.py), e.g. the Flower
+federation; the default is the in-process engine."""
 
 
 def run_experiment(
@@ -291,10 +292,11 @@ def _run_federated(
     # Checkpoints hold the clients' states, which only the in-process engine has: a run on
     # another engine (Flower: the clients live on their nodes) is not checkpointed.
     checkpointing = engine_factory is None
+    engine: Engine
     if engine_factory is not None:
         engine = engine_factory(exp, reporter)
     else:
-        engine = InProcessEngine(
+        engine = in_process = InProcessEngine(
             exp.clients,
             exp.public_x,
             seed=cfg.seed,
@@ -303,7 +305,7 @@ def _run_federated(
             options=engine_options(cfg),
             on_reject="raise" if strict else "record",
         )
-        reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
+        reporter.log(describe_parallelism(cfg, len(exp.clients), workers=in_process.workers))
     for notice in cfg.notices:
         reporter.log(f"note: {notice}")
     config_text = dump_config(cfg)
@@ -332,9 +334,7 @@ def _run_federated(
                 if tracker is not None:
                     tracker.log_round(record)
     finally:
-        close = getattr(engine, "close", None)
-        if close is not None:
-            close()
+        engine.close()
     return result
 
 

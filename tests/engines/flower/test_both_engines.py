@@ -17,7 +17,7 @@ from cosmosfl.engines.base import BaseFederation, ParticipationError
 from cosmosfl.engines.faults import LATE
 from cosmosfl.engines.flower import flower_available
 from cosmosfl.engines.options import EngineOptions
-from cosmosfl.engines.simulation import SimulationEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.learners.base import Learner
 
 ENGINES = [
@@ -57,7 +57,7 @@ def make_clients(n: int) -> list[Client]:
 def federation(engine: str, clients: list[Client], options: EngineOptions) -> BaseFederation:
     """The engine's federation over `clients`, connected, with `options`."""
     if engine == "in-process":
-        return SimulationEngine(clients, PUBLIC, seed=0, options=options)
+        return InProcessEngine(clients, PUBLIC, seed=0, options=options)
     from flwr.app import Message
 
     from cosmosfl.engines.flower import codec

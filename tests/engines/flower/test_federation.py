@@ -4,6 +4,8 @@ clients recorded while the round goes on."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
@@ -11,6 +13,7 @@ pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flowe
 from cosmosfl.algorithms.base import Algorithm, RoundRecord
 from cosmosfl.apps.flower.client_app import make_client_app
 from cosmosfl.core import protocol
+from cosmosfl.core.tasks import Evaluate, TrainLocal
 from cosmosfl.experiment.config import load_config
 
 from .loopback import LoopbackGrid
@@ -115,3 +118,28 @@ def test_every_client_failing_stops_the_run_with_the_first_error() -> None:
         RuntimeError, match=r"every client failed task 'train_local'.*SuperNode offline"
     ):
         fed.run_round(_Probe(), 1, 1)
+
+
+class _ReadsLate(Algorithm):
+    """Two metric-only steps, read only after both were sent."""
+
+    name = "reads-late"
+
+    def run_round(self, fed, round_num):  # type: ignore[no-untyped-def]
+        record = RoundRecord()
+        trained = fed.send(dict.fromkeys(fed.client_ids, TrainLocal(1)))
+        evaluated = fed.send(dict.fromkeys(fed.client_ids, Evaluate()))
+        record.info["mapping"] = isinstance(trained, Mapping) and isinstance(evaluated, Mapping)
+        record.info["trained"] = {c: r.task for c, r in trained.items()}  # first read: the trip
+        record.info["evaluated"] = sorted(c for c, r in evaluated.items() if "top1" in r.metrics)
+        return record
+
+
+def test_replies_are_replies_read_when_first_read_and_queued_steps_share_a_round_trip() -> None:
+    cfg = load_config(None, SMALL)
+    fed = federation(cfg, LoopbackGrid(make_client_app(settings_for(cfg)), 4))
+    record = fed.run_round(_ReadsLate(), 1, 1)
+    assert record["mapping"] is True
+    assert record["trained"] == dict.fromkeys(["0", "1", "2", "3"], protocol.TRAIN_LOCAL)
+    assert record["evaluated"] == [0, 1, 2, 3]
+    assert record["round_trips"] == 1  # both steps in one message per client

@@ -2,7 +2,7 @@
 
 Flower's simulation runtime runs the real ServerApp and ClientApps, one virtual SuperNode per
 client, on Ray; it is not cosmosfl's own in-process engine (`cosmosfl.engines.simulation`,
-`InProcessEngine`), which `cosmosfl run` uses. This module was `apps/flower/simulation.py`.
+`InProcessEngine`), which `cosmosfl run` uses.
 
 `flwr run` against a SuperLink started with `--simulation` runs the same apps (docs/flower.md);
 this entry point is what `cosmosfl flower simulate` and the tests use.

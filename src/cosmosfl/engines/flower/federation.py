@@ -37,13 +37,12 @@ import numpy as np
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from cosmosfl.algorithms.base import DeferredMetrics, RoundRecord
+from cosmosfl.algorithms.base import DeferredMetrics, Metrics, Replies, RoundRecord
 from cosmosfl.core import protocol
-from cosmosfl.core.tasks import Request, as_message
-from cosmosfl.engines.base import BaseFederation
-from cosmosfl.engines.faults import FaultConfig, crash_reply
+from cosmosfl.engines.base import BaseFederation, Step
+from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.flower import codec
-from cosmosfl.engines.flower.tickets import PendingReplies, Ticket, server_eval_item
+from cosmosfl.engines.flower.tickets import LazyReplies, server_eval_item
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter
 from cosmosfl.learners.base import Learner
@@ -84,7 +83,7 @@ class FlowerFederation(BaseFederation):
         self._nodes: dict[int, int] = {}  # partition id -> Flower node id
         self.refused: dict[int, str] = {}  # client id -> why it refused to join (sites)
         self.client_models: dict[int, str] = {}  # client id -> the model its site says it has
-        self._queue: dict[int, list[tuple[Ticket, codec.Item]]] = defaultdict(list)
+        self._queue: dict[int, list[tuple[Step, codec.Item]]] = defaultdict(list)
         super().__init__(
             public_x,
             num_classes,
@@ -159,53 +158,33 @@ class FlowerFederation(BaseFederation):
     def client_ids(self) -> list[int]:
         return sorted(self._nodes)
 
-    def send(
+    def _deliver(
         self,
-        messages: Mapping[int, Request | protocol.Message],
-        expect: Mapping[str, protocol.ArraySpec] | None = None,
-    ) -> dict[int, protocol.Reply]:
-        messages = {cid: as_message(m) for cid, m in messages.items()}
-        task = next(iter(messages.values())).task if messages else protocol.EVALUATE
-        unknown = sorted(set(messages) - set(self._nodes))
-        if unknown:
-            raise KeyError(f"message addressed to unknown client(s) {unknown}")
-        ticket = self._ticket(task, expect, sorted(messages))
-        queued = False
-        planned = self._plan_faults(messages)
-        for cid in sorted(messages):
-            message, fault = messages[cid], planned[cid]
-            if fault is not None:
-                ticket.faults[cid] = fault
-            if not self._address(cid, message, fault, ticket.failures):
-                continue
-            if fault == "crash":  # raises at the start of the task: no work, an error reply
-                self._accept(ticket, cid, codec.ItemReply(codec.PROTOCOL, crash_reply(message)))
-                continue
-            self._queue[cid].append((ticket, message))
-            queued = True
-        if not queued:  # every addressed client dropped out or crashed
-            self._close(ticket)
-            return dict(sorted(ticket.replies.items()))
-        specs = [
-            protocol.REPLY_SPECS[m.task] if expect is None else expect for m in messages.values()
-        ]
-        if any(specs):  # the caller needs arrays back now
-            self.flush()
-            return dict(sorted(ticket.replies.items()))
-        return PendingReplies(self, ticket)  # type: ignore[return-value]
+        step: Step,
+        messages: dict[int, protocol.Message],
+        crashed: dict[int, protocol.Reply],
+    ) -> Replies:
+        """Queue the messages; send the queue now when the replies carry arrays, else return
+        replies that send it when first read (module doc)."""
+        for cid, reply in sorted(crashed.items()):
+            self._accept(step, cid, reply)
+        for cid, message in sorted(messages.items()):
+            self._queue[cid].append((step, message))
+        if not messages:  # every addressed client dropped out or crashed
+            self._close(step)
+            return dict(sorted(step.replies.items()))
+        spec = step.expect
+        specs = [protocol.REPLY_SPECS[m.task] if spec is None else spec for m in messages.values()]
+        if any(specs):
+            self.flush()  # the caller needs arrays back now
+            return dict(sorted(step.replies.items()))
+        return LazyReplies(self, step)
 
-    def _ticket(
-        self, task: str, expect: Mapping[str, protocol.ArraySpec] | None, clients: list[int]
-    ) -> Ticket:
-        return Ticket(task, expect, clients, seq=self._next_step())
-
-    def evaluate_server_models(
-        self, models: Mapping[int, Learner], split: str = "test"
-    ) -> dict[int, dict[str, float]]:
+    def evaluate_server_models(self, models: Mapping[int, Learner], split: str = "test") -> Metrics:
         """h_π(i) on client i's test split (or `split`): the model's weights (as they are now)
         travel to client i in an evaluation-only item, counted as `eval_bytes_down`, not as
         protocol traffic. Deferred like metric-only requests: the item joins the next message."""
-        ticket = self._ticket("server_eval", None, [])
+        step = Step("server_eval", None, [], seq=self._next_step())
         encoded: dict[int, codec.ServerEval | None] = {}
         targets = [cid for cid in sorted(models) if cid in self._nodes]
         for cid in targets:
@@ -220,16 +199,16 @@ class FlowerFederation(BaseFederation):
         for cid in targets:
             item = encoded[id(models[cid])]
             assert item is not None
-            ticket.clients.append(cid)
+            step.clients.append(cid)
             self._eval_bytes_down[cid] += protocol.payload_bytes(item.arrays)
-            self._queue[cid].append((ticket, item))
+            self._queue[cid].append((step, item))
 
         def read() -> dict[int, dict[str, float]]:
-            if not ticket.done:
+            if not step.done:
                 self.flush()
-            return {cid: dict(r.metrics) for cid, r in sorted(ticket.replies.items())}
+            return {cid: dict(r.metrics) for cid, r in sorted(step.replies.items())}
 
-        return DeferredMetrics(read)  # type: ignore[return-value]
+        return DeferredMetrics(read)
 
     # -- the wire ----------------------------------------------------------------------------
     def _message(self, node: int, batch: codec.Batch, ttl: float) -> Message:
@@ -274,8 +253,8 @@ class FlowerFederation(BaseFederation):
             if pid != cid or len(item_replies) != len(queued[cid]):
                 self._miss(cid, queued[cid], f"malformed reply (partition {pid})")
                 continue
-            for (ticket, _), item_reply in zip(queued[cid], item_replies, strict=True):
-                self._accept(ticket, cid, item_reply)
+            for (step, _), item_reply in zip(queued[cid], item_replies, strict=True):
+                self._accept_item(step, cid, item_reply)
         waited = time.monotonic() - start
         for cid, items in queued.items():
             if cid not in answered and self._nodes[cid] in online:
@@ -283,47 +262,43 @@ class FlowerFederation(BaseFederation):
                 self._miss(
                     cid, items, f"no reply (waited {waited:.0f} of {self.reply_timeout:g} s)"
                 )
-        for ticket in {id(t): t for items in queued.values() for t, _ in items}.values():
-            self._close(ticket)
+        for step in {id(t): t for items in queued.values() for t, _ in items}.values():
+            self._close(step)
 
-    def _close(self, ticket: Ticket) -> None:
-        """Mark a step answered; stop the run if too few clients answered it (as in-process)."""
-        ticket.done = True
-        if ticket.task != "server_eval":
-            self._check_participation(
-                ticket.task, len(ticket.clients), len(ticket.replies), ticket.failures
-            )
+    def _close(self, step: Step) -> None:
+        """A server evaluation is a measurement, not a step of the protocol: no participation
+        rule for it."""
+        if step.task == "server_eval":
+            step.done = True
+        else:
+            super()._close(step)
 
-    def _accept(self, ticket: Ticket, cid: int, item: codec.ItemReply) -> None:
-        reply, fault = item.reply, ticket.faults.get(cid)
-        if fault != "crash":  # a crashed client was never asked
-            self._client_seconds[ticket.task][cid] += item.seconds
+    def _accept_item(self, step: Step, cid: int, item: codec.ItemReply) -> None:
+        """An item's answer: its client-side seconds, then a server evaluation's metrics or a
+        protocol reply (`_accept`)."""
+        reply = item.reply
+        self._client_seconds[step.task][cid] += item.seconds
         if item.kind == codec.SERVER_EVAL:
             bad = [k for k, v in reply.metrics.items() if not protocol.is_finite_number(v)]
             if reply.ok and not bad:
-                ticket.replies[cid] = reply
+                step.replies[cid] = reply
             else:
                 reason = reply.error or f"metrics {bad} are not finite numbers"
-                self._reject(ticket.seq, cid, ticket.task, reason)
+                self._reject(step.seq, cid, step.task, reason)
             return
-        reply = self._falsify(cid, reply, fault)
-        accepted = self._receive(
-            ticket.seq, cid, ticket.task, reply, fault, ticket.expect, ticket.failures
-        )
-        if accepted is not None:
-            ticket.replies[cid] = accepted
+        self._accept(step, cid, reply)
 
-    def _refuse(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
+    def _refuse(self, cid: int, items: list[tuple[Step, codec.Item]], reason: str) -> None:
         """A reply that came but could not be read: every item it answers is rejected."""
-        for ticket, _ in items:
-            ticket.failures.append(f"client {cid}: {reason}")
-            self._reject(ticket.seq, cid, ticket.task, reason)
+        for step, _ in items:
+            step.failures.append(f"client {cid}: {reason}")
+            self._reject(step.seq, cid, step.task, reason)
         self.log(f"client {cid}: {reason}")
 
-    def _miss(self, cid: int, items: list[tuple[Ticket, codec.Item]], reason: str) -> None:
-        for ticket, _ in items:
-            ticket.failures.append(f"client {cid}: {reason}")
-            self._missing.append({"client": cid, "task": ticket.task, "reason": reason})
+    def _miss(self, cid: int, items: list[tuple[Step, codec.Item]], reason: str) -> None:
+        for step, _ in items:
+            step.failures.append(f"client {cid}: {reason}")
+            self._missing.append({"client": cid, "task": step.task, "reason": reason})
         self.log(f"client {cid} missing from {len(items)} step(s): {reason}")
 
     # -- rounds ------------------------------------------------------------------------------
@@ -337,7 +312,6 @@ class FlowerFederation(BaseFederation):
     def _end_round(self, report: RoundRecord) -> None:
         with self.phase("flush"):
             self.flush()  # queued steps belong to this round
-        report.resolve()
 
     def _engine_fields(self) -> dict[str, Any]:
         """What only Flower records: `missing` clients, `eval_bytes_down`, `client_seconds`

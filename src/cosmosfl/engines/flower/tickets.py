@@ -1,14 +1,13 @@
-"""The Flower engine's bookkeeping of one step: which clients a `send` asked and what they
-answered (`Ticket`), the replies of a queued request that resolve when first read
-(`PendingReplies`), and a server model packed for evaluation on a client."""
+"""The Flower engine's replies to a queued step, which resolve when first read
+(`LazyReplies`), and a server model packed for evaluation on a client."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from cosmosfl.core import protocol
+from cosmosfl.engines.base import Step
 from cosmosfl.engines.flower import codec
 from cosmosfl.learners.base import Learner
 from cosmosfl.models.registry import build_spec
@@ -18,30 +17,18 @@ class _Flushes(Protocol):
     def flush(self) -> None: ...
 
 
-@dataclass
-class Ticket:
-    """One `send` (or server evaluation): which clients were asked, and their answers."""
+class LazyReplies(Mapping[int, protocol.Reply]):
+    """The replies to a queued step, as `send` returns them: the first read sends the queue
+    and waits (one round trip for every step queued since the last), later reads are free.
+    An algorithm reads them like any engine's replies; only the round trips differ."""
 
-    task: str
-    expect: Mapping[str, protocol.ArraySpec] | None
-    clients: list[int]
-    seq: int = 0  # the order of the steps in a round: rejections are recorded in that order
-    faults: dict[int, str] = field(default_factory=dict)  # injected, per client
-    replies: dict[int, protocol.Reply] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-    done: bool = False
-
-
-class PendingReplies(Mapping[int, protocol.Reply]):
-    """The replies to a queued request; reading them sends the queue and waits."""
-
-    def __init__(self, fed: _Flushes, ticket: Ticket) -> None:
-        self._fed, self._ticket = fed, ticket
+    def __init__(self, fed: _Flushes, step: Step) -> None:
+        self._fed, self._step = fed, step
 
     def _data(self) -> dict[int, protocol.Reply]:
-        if not self._ticket.done:
+        if not self._step.done:
             self._fed.flush()
-        return dict(sorted(self._ticket.replies.items()))
+        return dict(sorted(self._step.replies.items()))
 
     def __getitem__(self, cid: int) -> protocol.Reply:
         return self._data()[cid]
