@@ -15,6 +15,7 @@ from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import InProcessEngine
+from cosmosfl.experiment.loop import process_threads, run_loop, torch_threads
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.server_models import provide_server_learner
@@ -64,33 +65,37 @@ def simulate(
     `workers` are the same settings as keywords, which win over `options` where given.
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    # The server factory first (on the device the engine will use): the checks build a server
-    # model; both before the engine, which may start worker processes.
-    provide_server_learner(algorithm, str(resolve_device(device)))
-    check_federation(algorithm, clients, public_x, seed=seed)
     options = (options or EngineOptions()).with_keywords(
         faults=faults,
         min_participation=min_participation,
         max_payload_bytes=max_payload_bytes,
         workers=workers,
     )
-    engine = InProcessEngine(
-        clients,
-        public_x,
-        seed=seed,
-        device=device,
-        reporter=reporter,
-        options=options,
-        strict=strict,
-        on_reject="raise" if strict else "warn",
-    )
-    threads = torch.get_num_threads()
-    if options.workers != 1:  # this process's share (clustering, ...) as in a worker; "auto" always
-        torch.set_num_threads(options.threads)
-    try:
-        with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
-            torch.manual_seed(seed)
-            records = engine.run(algorithm, rounds)
-    finally:
-        torch.set_num_threads(threads)
-    return RunResult(algorithm.name, algorithm.reported_model, records)
+    # The server factory on the device the engine will use, before the preflight (which
+    # builds a server model) and the engine (which may start worker processes).
+    provide_server_learner(algorithm, str(resolve_device(device)))
+
+    def build_engine() -> InProcessEngine:
+        torch.manual_seed(seed)  # after the preflight, as for `cosmosfl run`
+        return InProcessEngine(
+            clients,
+            public_x,
+            seed=seed,
+            device=device,
+            reporter=reporter,
+            options=options,
+            strict=strict,
+            on_reject="raise" if strict else "warn",
+        )
+
+    with (
+        torch_threads(process_threads(options.workers, options.threads)),
+        torch.random.fork_rng(devices=[]),  # leave the caller's global RNG as it was
+    ):
+        return run_loop(
+            algorithm,
+            rounds,
+            build_engine=build_engine,
+            reporter=reporter,
+            preflight=lambda: check_federation(algorithm, clients, public_x, seed=seed),
+        )

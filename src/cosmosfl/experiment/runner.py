@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +18,7 @@ from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.engines import workers as engine_workers
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
-from cosmosfl.engines.simulation import ClientError, InProcessEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
 from cosmosfl.experiment.centralized import run_reference
 from cosmosfl.experiment.checkpoint import (
@@ -36,15 +36,19 @@ from cosmosfl.experiment.config import (
     load_config,
 )
 from cosmosfl.experiment.health import check_models, client_failure
+from cosmosfl.experiment.loop import (
+    RoundCallback,
+    RoundEngine,
+    process_threads,
+    run_loop,
+    torch_threads,
+)
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
 from cosmosfl.learners.base import Learner
-
-if TYPE_CHECKING:
-    pass
 
 
 def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> dict[str, Any]:
@@ -63,9 +67,9 @@ def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> di
     }
 
 
-EngineFactory = Callable[[Experiment, Reporter], Any]
-"""Builds the engine that runs the rounds (anything with `run_round(algorithm, t, rounds)`
-returning a record), e.g. the Flower federation; the default is the in-process engine."""
+EngineFactory = Callable[[Experiment, Reporter], RoundEngine]
+"""Builds the engine that runs the rounds, e.g. the Flower federation; the default is the
+in-process engine."""
 
 
 def run_experiment(
@@ -77,18 +81,27 @@ def run_experiment(
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
     strict: bool = False,
+    callbacks: Sequence[RoundCallback] = (),
 ) -> RunResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete, and a
     checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
     cfg.tracking asks for) receives every round record. `strict` (the CLI's `--strict`): a
     rejected reply or a degenerate client model (experiment/health.py) stops the run; without
-    it they are recorded (and degenerate models flagged in summary.json)."""
+    it they are recorded (and degenerate models flagged in summary.json). `callbacks`: more
+    round callbacks (loop.py), run after the checkpoint and before the run directory's."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
     if run_dir is not None:  # a run, or the user's own files, there: refused before any work
         run_dir.check_free(force=force)
-    with _torch_threads(cfg, engine):
+    with torch_threads(_driver_threads(cfg, engine)):
         return _execute(
-            cfg, run_dir, progress, force=force, engine=engine, tracker=tracker, strict=strict
+            cfg,
+            run_dir,
+            progress,
+            force=force,
+            engine=engine,
+            tracker=tracker,
+            strict=strict,
+            callbacks=callbacks,
         )
 
 
@@ -96,10 +109,9 @@ def run_built(exp: Experiment, *, progress: bool | Reporter = False) -> RunResul
     """Run an experiment built (and altered) in Python, in process, with no run directory:
     the privacy audit plants canaries in a built experiment and runs it with this."""
     if not isinstance(exp.algorithm, Algorithm):
-        raise ConfigError(f"{exp.config.algorithm['name']} is a reference run, not a federation")
+        raise ConfigError(f"{exp.config.algorithm.name} is a reference run, not a federation")
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    with _torch_threads(exp.config, None):
-        torch.manual_seed(exp.config.seed)
+    with torch_threads(_driver_threads(exp.config, None)):
         return _run_federated(exp, exp.algorithm, reporter, None)
 
 
@@ -138,7 +150,7 @@ def resume_experiment(
             f"{config_path} differs from the config the checkpoint was made with; "
             "restore it, or start a new run"
         )
-    with _torch_threads(cfg, None):
+    with torch_threads(_driver_threads(cfg, None)):
         return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker, strict=strict)
 
 
@@ -175,6 +187,7 @@ def _execute(
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
     strict: bool = False,
+    callbacks: Sequence[RoundCallback] = (),
 ) -> RunResult:
     start = time.perf_counter()
     if tracker is None:  # a missing tracking package fails here, before any work
@@ -185,61 +198,69 @@ def _execute(
     exp = build_experiment(cfg, clients=[] if remote_sites else None)
     if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
         raise CheckpointError(
-            f"{cfg.algorithm['name']} is a reference run without checkpoints; rerun it"
+            f"{cfg.algorithm.name} is a reference run without checkpoints; rerun it"
         )
-    if engine is None and isinstance(exp.algorithm, Algorithm):
-        # The in-process engine's clients are all here: check them against U and the server
-        # model before any training (another engine's clients live elsewhere).
-        check_federation(exp.algorithm, exp.clients, exp.public_x, seed=cfg.seed)
-    with run_dir.locked() if run_dir is not None else nullcontext():
-        if run_dir is not None and checkpoint is None:
-            run_dir.prepare(cfg, force=force)
-        if run_dir is not None and checkpoint is not None and run_dir.finished:
-            raise CheckpointError(f"{run_dir.path} was finished by another process meanwhile")
-        reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-        reporter.log(
-            f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
-            f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
-            f"|U| = {len(exp.public_x)}, "
-            f"{cfg.rounds} rounds, seed {cfg.seed}"
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    done = list(checkpoint["records"]) if checkpoint is not None else []
+    run_directory = RunDirectoryCallback(run_dir, cfg, force=force, resuming=checkpoint is not None)
+    header = Header(exp, reporter)
+    tracking = TrackerCallback(tracker, cfg, run_dir, done)
+    if not isinstance(exp.algorithm, Algorithm):  # a reference run: not a federation
+        return _run_reference(
+            exp, reporter, run_dir, tracker, [run_directory, header, tracking], start
         )
-        for line in exp.privacy:
-            reporter.log(f"privacy: {line}")
-        torch.manual_seed(cfg.seed)
-        done = list(checkpoint["records"]) if checkpoint is not None else []
-        with tracker.session(cfg, run_dir and run_dir.path, done):
-            result, summary = _run_and_summarize(
-                exp, reporter, run_dir, checkpoint, engine, tracker, start, strict
-            )
-            tracker.log_summary(summary)
-    result.summary = summary  # type: ignore[attr-defined]
-    return result
+    health = HealthCheck(exp, strict, reporter, in_process=engine is None)
+    checkpoints = Checkpointer(run_dir, exp, in_process=engine is None)
+    return _run_federated(
+        exp,
+        exp.algorithm,
+        reporter,
+        run_dir,
+        checkpoint,
+        engine,
+        strict,
+        # In this order. The checkpoint (which holds every record so far) is written before
+        # the record is appended to metrics.jsonl: killed between the two, the folder holds a
+        # checkpoint ahead of metrics.jsonl, and --resume rewrites the file from it; never a
+        # record without a checkpoint that holds it. The caller's callbacks (the Flower
+        # ServerApp's summary fields) add to the summary before summary.json is written.
+        [health, checkpoints, *callbacks, run_directory, header, tracking],
+        summarize=lambda result: _summary(exp, result, start, health.degenerate),
+    )
 
 
-def _run_and_summarize(
+def _run_reference(
     exp: Experiment,
     reporter: Reporter,
     run_dir: RunDirectory | None,
-    checkpoint: dict[str, Any] | None,
-    engine: EngineFactory | None,
     tracker: Tracker,
+    held: Sequence[RoundCallback],
     start: float,
-    strict: bool = False,
-) -> tuple[RunResult, dict[str, Any]]:
-    cfg = exp.config
-    degenerate: dict[int, dict[str, Any]] = {}
-    if isinstance(exp.algorithm, Algorithm):
-        result = _run_federated(
-            exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker, strict, degenerate
-        )
-    else:  # a reference run (centralized): not a protocol algorithm, see references.py
+) -> RunResult:
+    """A reference run (centralized, references.py): not a protocol algorithm, so not the
+    run loop, but the same run directory, header and tracking around it."""
+    with ExitStack() as stack:
+        for callback in held:
+            stack.enter_context(callback.running())
 
         def on_record(record: dict[str, Any]) -> None:
             if run_dir is not None:
                 run_dir.append_record(record)
             tracker.log_round(record)
 
-        result = run_reference(exp, cfg.rounds, reporter, on_record=on_record)
+        torch.manual_seed(exp.config.seed)
+        result = run_reference(exp, exp.config.rounds, reporter, on_record=on_record)
+        result.summary = _summary(exp, result, start, {})
+        for callback in held:
+            callback.run_end(result, result.summary)
+    return result
+
+
+def _summary(
+    exp: Experiment, result: RunResult, start: float, degenerate: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """summary.json of a finished run: the summary of its records and what the run was."""
+    cfg = exp.config
     meta = {
         "seed": cfg.seed,
         "dataset": exp.data_name,
@@ -261,9 +282,7 @@ def _run_and_summarize(
         summary["degenerate_clients"] = {str(c): v for c, v in degenerate.items()}
     if result.clusters is not None and exp.partition is not None:
         summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
-    if run_dir is not None:
-        run_dir.finish(summary)
-    return result, summary
+    return summary
 
 
 def _run_federated(
@@ -273,27 +292,28 @@ def _run_federated(
     run_dir: RunDirectory | None,
     checkpoint: dict[str, Any] | None = None,
     engine_factory: EngineFactory | None = None,
-    tracker: Tracker | None = None,
     strict: bool = False,
-    degenerate: dict[int, dict[str, Any]] | None = None,
+    callbacks: Sequence[RoundCallback] = (),
+    summarize: Callable[[RunResult], dict[str, Any]] | None = None,
 ) -> RunResult:
-    """The rounds; `degenerate` receives the degenerate client models after the last round
-    (in-process clients only: another engine's clients live elsewhere)."""
+    """The rounds of `exp`, through the run loop (loop.py) with the caller's callbacks; the
+    in-process clients are checked against U first (another engine's clients live
+    elsewhere)."""
     cfg = exp.config
-    result = RunResult(algorithm.name, algorithm.reported_model)
-    first = 1
-    if checkpoint is not None:  # before the engine starts: worker processes copy the clients
-        result.records = restore(checkpoint, algorithm, exp.clients)
-        first = int(checkpoint["round"]) + 1
-        if run_dir is not None:  # drop any record of the round the interruption cut short
-            run_dir.rewrite_records(result.records)
-        reporter.log(f"resuming after round {first - 1} of {cfg.rounds}")
-    # Checkpoints hold the clients' states, which only the in-process engine has: a run on
-    # another engine (Flower: the clients live on their nodes) is not checkpointed.
-    checkpointing = engine_factory is None
-    if engine_factory is not None:
-        engine = engine_factory(exp, reporter)
-    else:
+
+    def preflight() -> None:
+        if engine_factory is None:
+            check_federation(algorithm, exp.clients, exp.public_x, seed=cfg.seed)
+
+    def build_engine() -> RoundEngine:
+        torch.manual_seed(cfg.seed)
+        if checkpoint is not None:  # before the engine starts: worker processes copy clients
+            records = restore(checkpoint, algorithm, exp.clients)
+            if run_dir is not None:  # drop any record of the round the interruption cut short
+                run_dir.rewrite_records(records)
+            reporter.log(f"resuming after round {len(records)} of {cfg.rounds}")
+        if engine_factory is not None:
+            return _logged(engine_factory(exp, reporter), cfg, reporter)
         engine = InProcessEngine(
             exp.clients,
             exp.public_x,
@@ -304,62 +324,151 @@ def _run_federated(
             on_reject="raise" if strict else "record",
         )
         reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
+        return _logged(engine, cfg, reporter)
+
+    return run_loop(
+        algorithm,
+        cfg.rounds,
+        build_engine=build_engine,
+        reporter=reporter,
+        preflight=preflight,
+        callbacks=callbacks,
+        records=list(checkpoint["records"]) if checkpoint is not None else [],
+        summarize=summarize,
+        client_failure=lambda err, t: client_failure(err, exp, run_dir, t),
+    )
+
+
+def _logged(engine: RoundEngine, cfg: ExperimentConfig, reporter: Reporter) -> RoundEngine:
+    """`engine`, once the config's notices (changed defaults it relies on) are logged."""
     for notice in cfg.notices:
         reporter.log(f"note: {notice}")
-    config_text = dump_config(cfg)
-    try:
-        with reporter.running(cfg.rounds):
-            for t in range(first, cfg.rounds + 1):
-                try:
-                    record = engine.run_round(algorithm, t, cfg.rounds)
-                except ClientError as err:
-                    raise client_failure(err, exp, run_dir, t) from None
-                result.records.append(record)
-                if checkpointing and ((strict and t == 1) or t == cfg.rounds):
-                    engine.sync_clients()
-                    check_models(exp, t, cfg.rounds, strict, reporter, degenerate)
-                # The checkpoint (which holds every record so far) is written before the
-                # record is appended to metrics.jsonl: killed between the two, the folder
-                # holds a checkpoint ahead of metrics.jsonl, and --resume rewrites the file
-                # from it; never a record without a checkpoint that holds it.
-                if run_dir is not None and checkpointing:
-                    engine.sync_clients()  # trained learners out of worker processes, if any
-                    save_checkpoint(
-                        run_dir.path, t, algorithm, exp.clients, result.records, config_text
-                    )
-                if run_dir is not None:
-                    run_dir.append_record(record)
-                if tracker is not None:
-                    tracker.log_round(record)
-    finally:
-        close = getattr(engine, "close", None)
-        if close is not None:
-            close()
-    return result
+    return engine
 
 
-@contextmanager
-def _torch_threads(cfg: ExperimentConfig, engine: EngineFactory | None) -> Iterator[None]:
-    """This process's torch threads for the run (`parallelism`; another engine's server
-    keeps `cfg.threads` as given), put back afterwards: runs in one process do not leak it."""
-    before = torch.get_num_threads()
-    threads = parallelism(cfg)[1] if engine is None else cfg.threads
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+class RunDirectoryCallback(RoundCallback):
+    """The run directory as the loop's callback: held locked for the run (prepared for a new
+    run), each record appended, summary.json written at the end. Nothing without a folder."""
+
+    def __init__(
+        self, run_dir: RunDirectory | None, cfg: ExperimentConfig, *, force: bool, resuming: bool
+    ) -> None:
+        self.run_dir, self.cfg, self.force, self.resuming = run_dir, cfg, force, resuming
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        if self.run_dir is None:
+            yield
+            return
+        with self.run_dir.locked():
+            if not self.resuming:
+                self.run_dir.prepare(self.cfg, force=self.force)
+            elif self.run_dir.finished:
+                raise CheckpointError(
+                    f"{self.run_dir.path} was finished by another process meanwhile"
+                )
+            yield
+
+    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
+        if self.run_dir is not None:
+            self.run_dir.append_record(result.records[-1])
+
+    def run_end(self, result: RunResult, summary: dict[str, Any]) -> None:
+        if self.run_dir is not None:
+            self.run_dir.finish(summary)
+
+
+class Header(RoundCallback):
+    """The run's header lines, once the run directory is held."""
+
+    def __init__(self, exp: Experiment, reporter: Reporter) -> None:
+        self.exp, self.reporter = exp, reporter
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        exp, cfg = self.exp, self.exp.config
+        self.reporter.log(
+            f"{cfg.algorithm.name} on {exp.data_name}: {len(exp.client_ids)} clients "
+            f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
+            f"|U| = {len(exp.public_x)}, "
+            f"{cfg.rounds} rounds, seed {cfg.seed}"
+        )
+        for line in exp.privacy:
+            self.reporter.log(f"privacy: {line}")
         yield
-    finally:
-        torch.set_num_threads(before)
+
+
+class TrackerCallback(RoundCallback):
+    """Experiment tracking (tracking.py): a session for the run, every record, the summary."""
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        cfg: ExperimentConfig,
+        run_dir: RunDirectory | None,
+        done: list[dict[str, Any]],
+    ) -> None:
+        self.tracker, self.cfg, self.run_dir, self.done = tracker, cfg, run_dir, done
+
+    def running(self) -> AbstractContextManager[Any]:
+        return self.tracker.session(self.cfg, self.run_dir and self.run_dir.path, self.done)
+
+    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
+        self.tracker.log_round(result.records[-1])
+
+    def run_end(self, result: RunResult, summary: dict[str, Any]) -> None:
+        self.tracker.log_summary(summary)
+
+
+class HealthCheck(RoundCallback):
+    """Degenerate client models (health.py) after round 1 under `strict` and after the last
+    round, kept in `degenerate` for the summary; in-process clients only."""
+
+    def __init__(self, exp: Experiment, strict: bool, reporter: Reporter, *, in_process: bool):
+        self.exp, self.strict, self.reporter, self.in_process = exp, strict, reporter, in_process
+        self.degenerate: dict[int, dict[str, Any]] = {}
+
+    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
+        rounds = self.exp.config.rounds
+        if self.in_process and ((self.strict and round_num == 1) or round_num == rounds):
+            engine.sync_clients()  # type: ignore[attr-defined]  # in-process only
+            check_models(self.exp, round_num, rounds, self.strict, self.reporter, self.degenerate)
+
+
+class Checkpointer(RoundCallback):
+    """A checkpoint after every round, for `resume_experiment`. Checkpoints hold the clients'
+    states, which only the in-process engine has: a run on another engine (Flower: the
+    clients live on their nodes) is not checkpointed."""
+
+    def __init__(self, run_dir: RunDirectory | None, exp: Experiment, *, in_process: bool):
+        self.run_dir, self.exp, self.in_process = run_dir, exp, in_process
+        self.config_text = dump_config(exp.config)
+
+    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
+        if self.run_dir is None or not self.in_process:
+            return
+        engine.sync_clients()  # type: ignore[attr-defined]  # learners out of worker processes
+        save_checkpoint(
+            self.run_dir.path,
+            round_num,
+            self.exp.algorithm,  # type: ignore[arg-type]
+            self.exp.clients,
+            result.records,
+            self.config_text,
+        )
+
+
+def _driver_threads(cfg: ExperimentConfig, engine: EngineFactory | None) -> int | None:
+    """This process's torch threads for a run of `cfg` (loop.process_threads); a server whose
+    clients run on another engine (Flower) has no worker processes."""
+    return process_threads(cfg.workers if engine is None else 1, cfg.threads)
 
 
 def parallelism(cfg: ExperimentConfig, num_clients: int | None = None) -> tuple[int, int | None]:
-    """(worker processes, torch threads per process) a run of `cfg` uses on this machine.
-
-    threads: `cfg.threads`, else 1 whenever workers is not 1 ("auto" included, even where it
-    resolves to serial), so that the default gives the records of a serial `threads: 1` run
-    on any machine; None (torch's default) only for `workers: 1` with threads unset."""
+    """(worker processes, torch threads per process) a run of `cfg` uses on this machine;
+    threads as `loop.process_threads` gives them (None: torch's default)."""
     n = cfg.data.num_clients if num_clients is None else num_clients
-    threads = cfg.threads if cfg.threads is not None else (None if cfg.workers == 1 else 1)
+    threads = process_threads(cfg.workers, cfg.threads)
     workers = engine_workers.resolve_workers(cfg.workers, max(int(n), 1), threads=threads or 1)
     return workers, threads
 
