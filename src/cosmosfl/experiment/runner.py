@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from cosmosfl.experiment.checkpoint import (
     CheckpointError,
     load_checkpoint,
     restore,
-    save_checkpoint,
 )
 from cosmosfl.experiment.config import (
     ConfigError,
@@ -35,7 +34,7 @@ from cosmosfl.experiment.config import (
     identity,
     load_config,
 )
-from cosmosfl.experiment.health import check_models, client_failure
+from cosmosfl.experiment.health import client_failure
 from cosmosfl.experiment.loop import (
     RoundCallback,
     RoundEngine,
@@ -45,6 +44,13 @@ from cosmosfl.experiment.loop import (
 )
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import RunResult
+from cosmosfl.experiment.round_callbacks import (
+    Checkpointer,
+    Header,
+    HealthCheck,
+    RunDirectoryCallback,
+    TrackerCallback,
+)
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
@@ -112,7 +118,8 @@ def run_built(exp: Experiment, *, progress: bool | Reporter = False) -> RunResul
         raise ConfigError(f"{exp.config.algorithm.name} is a reference run, not a federation")
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
     with torch_threads(_driver_threads(exp.config, None)):
-        return _run_federated(exp, exp.algorithm, reporter, None)
+        hooks = _engine_hooks(exp, reporter, None, None, None, strict=False)
+        return run_loop(exp.algorithm, exp.config.rounds, reporter=reporter, **hooks)
 
 
 def resume_experiment(
@@ -211,21 +218,18 @@ def _execute(
         )
     health = HealthCheck(exp, strict, reporter, in_process=engine is None)
     checkpoints = Checkpointer(run_dir, exp, in_process=engine is None)
-    return _run_federated(
-        exp,
+    return run_loop(
         exp.algorithm,
-        reporter,
-        run_dir,
-        checkpoint,
-        engine,
-        strict,
+        cfg.rounds,
+        reporter=reporter,
         # In this order. The checkpoint (which holds every record so far) is written before
         # the record is appended to metrics.jsonl: killed between the two, the folder holds a
         # checkpoint ahead of metrics.jsonl, and --resume rewrites the file from it; never a
         # record without a checkpoint that holds it. The caller's callbacks (the Flower
         # ServerApp's summary fields) add to the summary before summary.json is written.
-        [health, checkpoints, *callbacks, run_directory, header, tracking],
+        callbacks=[health, checkpoints, *callbacks, run_directory, header, tracking],
         summarize=lambda result: _summary(exp, result, start, health.degenerate),
+        **_engine_hooks(exp, reporter, run_dir, checkpoint, engine, strict),
     )
 
 
@@ -285,21 +289,19 @@ def _summary(
     return summary
 
 
-def _run_federated(
+def _engine_hooks(
     exp: Experiment,
-    algorithm: Algorithm,
     reporter: Reporter,
     run_dir: RunDirectory | None,
-    checkpoint: dict[str, Any] | None = None,
-    engine_factory: EngineFactory | None = None,
-    strict: bool = False,
-    callbacks: Sequence[RoundCallback] = (),
-    summarize: Callable[[RunResult], dict[str, Any]] | None = None,
-) -> RunResult:
-    """The rounds of `exp`, through the run loop (loop.py) with the caller's callbacks; the
-    in-process clients are checked against U first (another engine's clients live
-    elsewhere)."""
-    cfg = exp.config
+    checkpoint: dict[str, Any] | None,
+    engine_factory: EngineFactory | None,
+    strict: bool,
+) -> dict[str, Any]:
+    """The run loop's hooks for `exp` (loop.run_loop's keywords): the preflight of in-process
+    clients against U (another engine's clients live elsewhere), the engine built after the
+    seed and the checkpoint's restore, the rounds done, and a client's failure as one line."""
+    cfg, algorithm = exp.config, exp.algorithm
+    assert isinstance(algorithm, Algorithm)
 
     def preflight() -> None:
         if engine_factory is None:
@@ -326,17 +328,12 @@ def _run_federated(
         reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
         return _logged(engine, cfg, reporter)
 
-    return run_loop(
-        algorithm,
-        cfg.rounds,
-        build_engine=build_engine,
-        reporter=reporter,
-        preflight=preflight,
-        callbacks=callbacks,
-        records=list(checkpoint["records"]) if checkpoint is not None else [],
-        summarize=summarize,
-        client_failure=lambda err, t: client_failure(err, exp, run_dir, t),
-    )
+    return {
+        "preflight": preflight,
+        "build_engine": build_engine,
+        "records": list(checkpoint["records"]) if checkpoint is not None else [],
+        "client_failure": lambda err, t: client_failure(err, exp, run_dir, t),
+    }
 
 
 def _logged(engine: RoundEngine, cfg: ExperimentConfig, reporter: Reporter) -> RoundEngine:
@@ -344,118 +341,6 @@ def _logged(engine: RoundEngine, cfg: ExperimentConfig, reporter: Reporter) -> R
     for notice in cfg.notices:
         reporter.log(f"note: {notice}")
     return engine
-
-
-class RunDirectoryCallback(RoundCallback):
-    """The run directory as the loop's callback: held locked for the run (prepared for a new
-    run), each record appended, summary.json written at the end. Nothing without a folder."""
-
-    def __init__(
-        self, run_dir: RunDirectory | None, cfg: ExperimentConfig, *, force: bool, resuming: bool
-    ) -> None:
-        self.run_dir, self.cfg, self.force, self.resuming = run_dir, cfg, force, resuming
-
-    @contextmanager
-    def running(self) -> Iterator[None]:
-        if self.run_dir is None:
-            yield
-            return
-        with self.run_dir.locked():
-            if not self.resuming:
-                self.run_dir.prepare(self.cfg, force=self.force)
-            elif self.run_dir.finished:
-                raise CheckpointError(
-                    f"{self.run_dir.path} was finished by another process meanwhile"
-                )
-            yield
-
-    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
-        if self.run_dir is not None:
-            self.run_dir.append_record(result.records[-1])
-
-    def run_end(self, result: RunResult, summary: dict[str, Any]) -> None:
-        if self.run_dir is not None:
-            self.run_dir.finish(summary)
-
-
-class Header(RoundCallback):
-    """The run's header lines, once the run directory is held."""
-
-    def __init__(self, exp: Experiment, reporter: Reporter) -> None:
-        self.exp, self.reporter = exp, reporter
-
-    @contextmanager
-    def running(self) -> Iterator[None]:
-        exp, cfg = self.exp, self.exp.config
-        self.reporter.log(
-            f"{cfg.algorithm.name} on {exp.data_name}: {len(exp.client_ids)} clients "
-            f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
-            f"|U| = {len(exp.public_x)}, "
-            f"{cfg.rounds} rounds, seed {cfg.seed}"
-        )
-        for line in exp.privacy:
-            self.reporter.log(f"privacy: {line}")
-        yield
-
-
-class TrackerCallback(RoundCallback):
-    """Experiment tracking (tracking.py): a session for the run, every record, the summary."""
-
-    def __init__(
-        self,
-        tracker: Tracker,
-        cfg: ExperimentConfig,
-        run_dir: RunDirectory | None,
-        done: list[dict[str, Any]],
-    ) -> None:
-        self.tracker, self.cfg, self.run_dir, self.done = tracker, cfg, run_dir, done
-
-    def running(self) -> AbstractContextManager[Any]:
-        return self.tracker.session(self.cfg, self.run_dir and self.run_dir.path, self.done)
-
-    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
-        self.tracker.log_round(result.records[-1])
-
-    def run_end(self, result: RunResult, summary: dict[str, Any]) -> None:
-        self.tracker.log_summary(summary)
-
-
-class HealthCheck(RoundCallback):
-    """Degenerate client models (health.py) after round 1 under `strict` and after the last
-    round, kept in `degenerate` for the summary; in-process clients only."""
-
-    def __init__(self, exp: Experiment, strict: bool, reporter: Reporter, *, in_process: bool):
-        self.exp, self.strict, self.reporter, self.in_process = exp, strict, reporter, in_process
-        self.degenerate: dict[int, dict[str, Any]] = {}
-
-    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
-        rounds = self.exp.config.rounds
-        if self.in_process and ((self.strict and round_num == 1) or round_num == rounds):
-            engine.sync_clients()  # type: ignore[attr-defined]  # in-process only
-            check_models(self.exp, round_num, rounds, self.strict, self.reporter, self.degenerate)
-
-
-class Checkpointer(RoundCallback):
-    """A checkpoint after every round, for `resume_experiment`. Checkpoints hold the clients'
-    states, which only the in-process engine has: a run on another engine (Flower: the
-    clients live on their nodes) is not checkpointed."""
-
-    def __init__(self, run_dir: RunDirectory | None, exp: Experiment, *, in_process: bool):
-        self.run_dir, self.exp, self.in_process = run_dir, exp, in_process
-        self.config_text = dump_config(exp.config)
-
-    def round_end(self, round_num: int, result: RunResult, engine: RoundEngine) -> None:
-        if self.run_dir is None or not self.in_process:
-            return
-        engine.sync_clients()  # type: ignore[attr-defined]  # learners out of worker processes
-        save_checkpoint(
-            self.run_dir.path,
-            round_num,
-            self.exp.algorithm,  # type: ignore[arg-type]
-            self.exp.clients,
-            result.records,
-            self.config_text,
-        )
 
 
 def _driver_threads(cfg: ExperimentConfig, engine: EngineFactory | None) -> int | None:
