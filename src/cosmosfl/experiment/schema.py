@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.core.constraints import Custom, Interval, Options, Rule
 from cosmosfl.data.sources import DATASET_NAMES
@@ -45,13 +45,10 @@ def _fraction(low: float, high: float, closed: str, note: str = "") -> Interval:
     return Interval(float, low, high, closed=closed, noun="a fraction", note=note)
 
 
-def _gates_clients(algorithm: Mapping[str, Any]) -> bool:
-    """Whether an algorithm section asks COSMOS's clients to gate on a validation slice: its
-    `client_gate`, or its recipe's (cosmos_settings.CosmosSettings.client_gate_used)."""
-    if algorithm.get("name") != "cosmos":
-        return False
-    gate = algorithm.get("client_gate", "auto")
-    return gate == "validation" or (gate == "auto" and algorithm.get("recipe") != "paper")
+def _gates_clients(algorithm: AlgorithmSection) -> bool:
+    """Whether the algorithm asks its clients to gate on a validation slice (COSMOS's
+    `client_gate_used`: its `client_gate`, or its recipe's)."""
+    return bool(getattr(algorithm.built, "client_gate_used", False))
 
 
 def _dataset_named(dataset: str, data_dir: str | None) -> bool:
@@ -228,8 +225,10 @@ class TrackingConfig:
 def _privacy_algorithm_ok(cfg: ExperimentConfig) -> bool:
     """Under privacy, clients may run only the model-agnostic tasks (handlers/default.py):
     their private records are then read by `fit` alone, the fit the accountant charges."""
-    cls = ALGORITHMS.get(cfg.algorithm.name)
-    return not cfg.privacy.enabled or (cls is not None and cls.client_handlers is None)
+    built = cfg.algorithm.built
+    return not cfg.privacy.enabled or (
+        isinstance(built, Algorithm) and built.client_handlers is None
+    )
 
 
 def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
@@ -237,7 +236,7 @@ def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
     selection on it is not accounted), no label-prior weights (the private label histogram)."""
     return not cfg.privacy.enabled or (
         cfg.data.validation_fraction == 0
-        and cfg.algorithm.get("client_weights", "uniform") != "label-prior"
+        and getattr(cfg.algorithm.built, "client_weights", "uniform") != "label-prior"
     )
 
 
@@ -249,8 +248,8 @@ def _guarantee_met(cfg: ExperimentConfig) -> bool:
 
 
 def _sites_algorithm_ok(cfg: ExperimentConfig) -> bool:
-    cls = ALGORITHMS.get(cfg.algorithm.name)
-    return cfg.sites.public is None or (cls is not None and cls.model_agnostic)
+    built = cfg.algorithm.built
+    return cfg.sites.public is None or (isinstance(built, Algorithm) and built.model_agnostic)
 
 
 @dataclass
@@ -281,7 +280,10 @@ class ExperimentConfig:
             ),
         ),
         Rule(
-            lambda c: not c.algorithm.get("select_on_validation") or c.data.validation_fraction > 0,
+            lambda c: (
+                not getattr(c.algorithm.built, "select_on_validation", False)
+                or c.data.validation_fraction > 0
+            ),
             lambda c: (
                 "algorithm.select_on_validation needs a validation slice: set "
                 "data.validation_fraction (e.g. 0.1) so each client holds some private data out"
