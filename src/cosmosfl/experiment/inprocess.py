@@ -55,11 +55,13 @@ def simulate(
     thread each and one in this process during the run: the records of a serial run with
     `torch.set_num_threads(1)`; "auto" takes one per usable core, at most one per client,
     serial on one core or for small work (engines/workers.py, `round_work`), one thread
-    either way (the clients must pickle,
-    and a script must guard its entry point with `if __name__ == "__main__":`, as for any
-    multiprocessing). An algorithm that trains server models from the registry (COSMOS) and
-    has no `server_learner` gets the one its server_* settings describe
-    (`torch_server_learner`).
+    either way (the clients must pickle, and a script must guard its entry point with
+    `if __name__ == "__main__":`, as for any multiprocessing); `options.threads`, when given,
+    sets this process's threads too, as `threads` does for `cosmosfl run`
+    (`loop.process_threads`, the one policy). The run is `loop.run_loop`, the loop
+    `cosmosfl run` and the Flower ServerApp take. An algorithm that trains server models from
+    the registry (COSMOS) and has no `server_learner` gets the one its server_* settings
+    describe (`server_models.server_learner_for`, the rule `cosmosfl run` uses too).
     `options` (an `EngineOptions`) gives the engine settings as one value, `threads` and
     `worker_devices` included; `faults`, `min_participation`, `max_payload_bytes` and
     `workers` are the same settings as keywords, which win over `options` where given.
