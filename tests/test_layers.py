@@ -44,8 +44,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Reads run directories: may import experiment's readers (rundir, grid, catalog, errors);
     # the experiment layer never imports it (runs write run directories, not reports).
     ("reporting", ("cosmosfl.reporting",)),
-    # Old module paths of what moved up to reporting, kept as re-export shims for users.
-    ("compat", ("cosmosfl.experiment.report",)),
     # The conformance suites run algorithms on both engines and resume checkpoints.
     ("apps", ("cosmosfl.apps", "cosmosfl.bench", "cosmosfl.testing")),
     ("cli", ("cosmosfl.cli",)),
@@ -131,12 +129,7 @@ def violations(root: Path) -> list[str]:
                         )
                     continue
                 theirs = layer_of(t)
-                if theirs is not None and LAYERS[theirs][0] == "compat":
-                    found.append(
-                        f"{where}:{line}: {module} imports {t}, a compatibility shim; import "
-                        "the module it re-exports"
-                    )
-                elif theirs is None or theirs > own:
+                if theirs is None or theirs > own:
                     layer = "no layer" if theirs is None else LAYERS[theirs][0]
                     found.append(
                         f"{where}:{line}: {module} ({LAYERS[own][0]}) imports {t} ({layer})"
@@ -306,25 +299,6 @@ def test_the_checker_catches_planted_violations(tmp_path: Path) -> None:
     ]
 
 
-def test_nothing_in_cosmosfl_imports_a_compatibility_shim(tmp_path: Path) -> None:
-    pkg = _write(
-        tmp_path,
-        {
-            "cosmosfl/__init__.py": "",
-            "cosmosfl/experiment/__init__.py": "",
-            "cosmosfl/experiment/report.py": "from cosmosfl.reporting.report import *\n",
-            "cosmosfl/reporting/__init__.py": "",
-            "cosmosfl/reporting/report.py": "",
-            "cosmosfl/cli/__init__.py": "",
-            "cosmosfl/cli/main.py": "from cosmosfl.experiment.report import write_report\n",
-        },
-    )
-    assert violations(pkg) == [
-        "cosmosfl/cli/main.py:1: cosmosfl.cli.main imports cosmosfl.experiment.report, a "
-        "compatibility shim; import the module it re-exports"
-    ]
-
-
 def test_the_checker_catches_planted_cycles(tmp_path: Path) -> None:
     pkg = _write(
         tmp_path,
@@ -376,7 +350,7 @@ def test_the_checker_catches_planted_cycles(tmp_path: Path) -> None:
         ("cosmosfl.client", "client"),
         ("cosmosfl.clientele", None),  # a prefix match is by whole names only
         ("cosmosfl.reporting.plots", "reporting"),
-        ("cosmosfl.experiment.report", "compat"),  # the longest prefix wins
+        ("cosmosfl.privacy.audit", "experiment"),  # the longest prefix wins
         ("cosmosfl.experiment.reporter", "experiment"),
     ],
 )

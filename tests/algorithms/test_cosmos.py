@@ -285,7 +285,9 @@ def test_public_probe_separates_the_clusters_classes_from_the_rest(digits_runs):
 def test_clients_can_distill_from_the_teacher_instead_of_the_cluster_model():
     cfg = load_config("configs/default.yaml", [*FAST, "rounds=1"])
     base = run_experiment(cfg, progress=False).records[0]
-    cfg.algorithm["client_targets"] = "teacher"
+    cfg = load_config(
+        "configs/default.yaml", [*FAST, "rounds=1", "algorithm.client_targets=teacher"]
+    )
     diag = run_experiment(cfg, progress=False).records[0]
     # Same clients, clusters and cluster models; only what the clients distill from differs.
     assert diag["clusters"] == base["clusters"]

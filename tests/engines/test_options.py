@@ -16,7 +16,9 @@ from cosmosfl.experiment.runner import engine_options, parallelism
 def test_defaults_are_the_engines_old_defaults() -> None:
     options = EngineOptions()
     assert options.faults is None and options.min_participation == 0.0
-    assert options.workers == options.threads == 1 and options.worker_devices is None
+    assert options.workers == options.worker_threads == 1 and options.worker_devices is None
+    # threads unset: one per worker, and the driving process's own left to process_threads
+    assert options.threads is None and EngineOptions(threads=3).worker_threads == 3
 
 
 def test_settings_are_normalised_once_and_frozen() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cosmosfl.cli.main import main
-from cosmosfl.experiment import runner as runner_module
+from cosmosfl.experiment import round_callbacks
 from cosmosfl.experiment.config import ConfigError, load_config
 from cosmosfl.experiment.rundir import LOCK, MARKER, RunDirectory, read_records
 from cosmosfl.experiment.runner import resume_experiment, run_experiment
@@ -93,7 +93,7 @@ def test_a_kill_between_record_and_checkpoint_loses_nothing(killed_after, tmp_pa
     into the folder does not wipe a recorded round."""
     cfg = load_config(None, ["rounds=2", *TINY])
     whole = run_experiment(cfg, tmp_path / "whole", progress=False)
-    real_append, real_save = RunDirectory.append_record, runner_module.save_checkpoint
+    real_append, real_save = RunDirectory.append_record, round_callbacks.save_checkpoint
 
     def append_then_die(self, record):
         real_append(self, record)
@@ -106,7 +106,7 @@ def test_a_kill_between_record_and_checkpoint_loses_nothing(killed_after, tmp_pa
             raise Killed
 
     monkeypatch.setattr(RunDirectory, "append_record", append_then_die)
-    monkeypatch.setattr(runner_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(round_callbacks, "save_checkpoint", save_then_die)
     cut = tmp_path / "cut"
     with pytest.raises(Killed):
         run_experiment(cfg, cut, progress=False)

@@ -27,7 +27,8 @@ class EngineOptions:
     fewer than this fraction of the clients it addressed ends the run (ParticipationError).
     `max_payload_bytes`: a larger reply is rejected and its sender left out of the step.
     `workers`, `threads`, `worker_devices`: the in-process engine's client processes
-    (engines/workers.py; "auto": one per usable core), torch threads in each, and the devices
+    (engines/workers.py; "auto": one per usable core), torch threads in each (None: 1, and
+    the driving process's own left to experiment/loop.py's `process_threads`), and the devices
     they spread over; the Flower engine's clients run on their own nodes, so it ignores them.
     """
 
@@ -35,7 +36,7 @@ class EngineOptions:
     min_participation: float = 0.0
     max_payload_bytes: int = protocol.DEFAULT_MAX_PAYLOAD_BYTES
     workers: int | str = 1
-    threads: int = 1
+    threads: int | None = None
     worker_devices: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
@@ -46,6 +47,11 @@ class EngineOptions:
         object.__setattr__(self, "faults", fault_config(self.faults))
         if self.worker_devices is not None:
             object.__setattr__(self, "worker_devices", tuple(self.worker_devices))
+
+    @property
+    def worker_threads(self) -> int:
+        """Torch threads in each worker process: `threads`, else 1."""
+        return 1 if self.threads is None else self.threads
 
     @property
     def fault_config(self) -> FaultConfig | None:

@@ -135,14 +135,16 @@ class InProcessEngine(BaseFederation):
         self.strict = strict
         work = round_work(list(self._clients.values()), public_x)
         self.workers = min(
-            resolve_workers(options.workers, len(ids), threads=options.threads, data_values=work),
+            resolve_workers(
+                options.workers, len(ids), threads=options.worker_threads, data_values=work
+            ),
             len(ids),
         )
         self._pool = (
             WorkerPool(
                 list(self._clients.values()),
                 self.workers,
-                threads=options.threads,
+                threads=options.worker_threads,
                 devices=options.worker_devices,
                 public_x=public_x,
             )

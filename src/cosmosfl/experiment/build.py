@@ -37,9 +37,13 @@ from cosmosfl.experiment.parts import validation_holdout as validation_holdout
 from cosmosfl.experiment.private_clients import privatise_clients
 
 
-def client_model_specs(models: Any, num_clients: int) -> list[ModelSpec]:
-    """One model spec per client id (see `client_model_names` for how a mix is spread)."""
-    specs = parse_models(models, check=False)  # checked when the config was loaded
+def client_model_specs(
+    models: Any, num_clients: int, specs: list[ModelSpec] | None = None
+) -> list[ModelSpec]:
+    """One model spec per client id (see `client_model_names` for how a mix is spread);
+    `specs`: `models` parsed already (a loaded config's `clients.model_specs`)."""
+    if specs is None:
+        specs = parse_models(models, check=False)
     if isinstance(models, list):
         return specs
     weights = np.array([s.weight for s in specs], dtype=np.float64)
@@ -84,9 +88,10 @@ def check_clients(cfg: ExperimentConfig) -> list[str]:
 
 def checked_client_specs(cfg: ExperimentConfig) -> list[ModelSpec]:
     """`check_clients`, returning one model spec per client."""
-    specs = client_model_specs(cfg.clients.models, cfg.data.num_clients)
-    check_homogeneous(cfg.algorithm["name"], specs)
-    reference = reference_runs().get(cfg.algorithm["name"])
+    c = cfg.clients
+    specs = client_model_specs(c.models, cfg.data.num_clients, c.model_specs)
+    check_homogeneous(cfg.algorithm.name, specs)
+    reference = reference_runs().get(cfg.algorithm.name)
     if reference is not None:
         reference.check_clients([s.name for s in specs])
     return specs

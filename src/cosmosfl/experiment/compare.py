@@ -277,7 +277,7 @@ def run_compare(
             f"{time.perf_counter() - start:.0f} s: mean accuracy of {result.reported_model} "
             f"{result.mean_accuracy():.4f}"
         )
-        warning = exclusion_warning(getattr(result, "summary", {}))
+        warning = exclusion_warning(result.summary or {})
         if warning:
             echo(f"[{i}/{total}] {warning}")
         ran.append(run)

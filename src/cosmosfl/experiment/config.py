@@ -10,21 +10,23 @@ with the one mechanism the algorithms use (core/constraints.py).
 from __future__ import annotations
 
 import dataclasses
-import math
-import types
 import typing
-import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
 from cosmosfl.core.constraints import check_parameters, check_rules
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.experiment.algorithm_section import (
+    AlgorithmSection,
+    algorithm_options,
+    reference_runs,
+    settings_class,
+    validate_algorithm,
+)
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import parse_models
-from cosmosfl.experiment.references import REFERENCE_RUNS
 from cosmosfl.experiment.schema import (
     NOT_IDENTITY,
     RUN_SETTINGS,
@@ -38,12 +40,14 @@ from cosmosfl.experiment.schema import (
     flatten,
     identity,
 )
+from cosmosfl.experiment.value_types import check_keys, typed_values
 from cosmosfl.experiment.yamlio import load_yaml
 
 __all__ = [
     "NOT_IDENTITY",
     "RUN_SETTINGS",
     "TOP_LEVEL",
+    "AlgorithmSection",
     "ClientsConfig",
     "ConfigError",
     "DataConfig",
@@ -68,64 +72,16 @@ __all__ = [
 ]
 
 
-def _type_ok(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is dict:
-        kt, vt = typing.get_args(hint)
-        return isinstance(value, dict) and all(
-            _type_ok(k, kt) and _type_ok(v, vt) for k, v in value.items()
-        )
-    if origin is list:
-        (it,) = typing.get_args(hint)
-        return isinstance(value, list) and all(_type_ok(v, it) for v in value)
-    return isinstance(value, hint)
-
-
-def _type_name(hint: Any) -> str:
-    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
-
-
-def _check_keys(raw: dict[Any, Any], where: str) -> None:
-    """Keys must be strings (YAML also makes ints, nulls and booleans of bare keys)."""
-    odd = [k for k in raw if not isinstance(k, str)]
-    if odd:
-        raise ConfigError(f"keys in {where} must be names, got {', '.join(map(repr, odd))}")
-
-
-def _as_number(value: Any, hint: Any, field_name: str) -> Any:
-    """`value` as a float where `hint` allows a float and it is a number (ints too); refuses
-    NaN, infinities and ints beyond float range, which no setting means."""
-    if float not in (typing.get_args(hint) or (hint,)):
-        return value
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return value
-    try:
-        number = float(value)
-    except OverflowError:
-        raise ConfigError(f"{field_name} = {value} is too large for a number") from None
-    if not math.isfinite(number):
-        raise ConfigError(f"{field_name} = {value!r} must be a finite number")
-    return number
-
-
-def _build(cls: type, raw: Any, where: str) -> Any:
+def _build(cls: type, raw: Any, where: str, **built: Any) -> Any:
+    """Section `cls` from the mapping `raw` (keys and types checked); `built`: fields given
+    already checked (the top level's algorithm section)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a mapping of keys to values, got {raw!r}")
-    _check_keys(raw, where)
+    check_keys(raw, where)
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
     unknown = sorted(set(raw) - set(names))
     if unknown:
         raise ConfigError(
@@ -133,139 +89,31 @@ def _build(cls: type, raw: Any, where: str) -> Any:
             f"allowed in {where}: {', '.join(names)}"
         )
     try:
-        return cls(**_typed(raw, hints, where))
+        return cls(**typed_values(raw, hints, where), **built)
     except (TypeError, ValueError) as err:  # a section that checks itself (FaultConfig)
         if isinstance(err, ConfigError):
             raise
         raise ConfigError(str(err)) from None
 
 
-def _typed(raw: dict[str, Any], hints: dict[str, Any], where: str) -> dict[str, Any]:
-    """`raw` with each value's type checked against `hints` (an int as a float where a float
-    is allowed); the first mismatch raises ConfigError naming `where.key`."""
-    values = {}
-    for name, value in raw.items():
-        hint = hints[name]
-        value = _as_number(value, hint, f"{where}.{name}")
-        if not _type_ok(value, hint):
-            raise ConfigError(f"{where}.{name} = {value!r} must be of type {_type_name(hint)}")
-        values[name] = value
-    return values
-
-
-def reference_runs() -> dict[str, type]:
-    """Runs accepted in `algorithm.name` that are not federated algorithms (e.g. centralized).
-
-    They are reported beside the algorithms but are not in the algorithm registry, because they
-    may do what no protocol may (the centralized reference pools private data); see
-    experiment/references.py.
-    """
-    return dict(REFERENCE_RUNS)
-
-
-def _allowed_names() -> str:
-    return (
-        f"{', '.join(sorted(ALGORITHMS))}; "
-        f"reference runs (not federated): {', '.join(sorted(reference_runs()))}"
-    )
-
-
-def settings_class(name: str) -> type:
-    """The class whose fields are the settings of `algorithm.name` (algorithm or reference run)."""
-    if not isinstance(name, str):
-        raise ConfigError(f"algorithm.name = {name!r} must be a name; allowed: {_allowed_names()}")
-    if name in ALGORITHMS:
-        return algorithm_class(name)
-    references = reference_runs()
-    if name in references:
-        return references[name]
-    raise ConfigError(f"algorithm.name = {name!r} is not known; allowed: {_allowed_names()}")
-
-
-def algorithm_options(name: str) -> dict[str, dataclasses.Field]:
-    """The config-settable hyperparameters of an algorithm (its init fields with plain types)."""
-    cls = settings_class(name)
-    hints = typing.get_type_hints(cls)
-    settable = {}
-    for f in dataclasses.fields(cls):
-        if not f.init or f.name.startswith("_"):
-            continue
-        if _type_ok_for_config(hints[f.name]):
-            settable[f.name] = f
-    return settable
-
-
-def _type_ok_for_config(hint: Any) -> bool:
-    args = typing.get_args(hint) or (hint,)
-    return all(a in (int, float, str, bool, type(None)) for a in args)
-
-
-def validate_algorithm(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict) or "name" not in raw:
-        raise ConfigError(f"algorithm must be a mapping with a 'name' (one of {_allowed_names()})")
-    _check_keys(raw, "algorithm")
-    name = raw["name"]
-    cls = settings_class(name)
-    raw = _renamed_keys(cls, name, raw)
-    options = algorithm_options(name)
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(raw) - set(options) - {"name"})
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) {', '.join('algorithm.' + k for k in unknown)} for {name}; "
-            f"allowed: {', '.join(sorted(options))}"
-        )
-    given = _typed({k: v for k, v in raw.items() if k != "name"}, hints, "algorithm")
-    try:
-        # Each value against the class's declared constraints (core/constraints.py), then the
-        # algorithm itself for combinations of settings, all before any training.
-        check_parameters(cls, given)
-        instance = cls(**given)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"algorithm ({name}): {err}") from None
-    # The resolved config names every setting, defaults included, so a run directory's
-    # config.yaml reproduces the run even if a default changes later.
-    return {"name": name, **{key: getattr(instance, key) for key in options}}
-
-
-def _renamed_keys(cls: type, name: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with deprecated setting names (the class's `renamed_parameters`) replaced by the
-    current ones, each with a DeprecationWarning; both names at once is an error."""
-    renamed = getattr(cls, "renamed_parameters", {})
-    if not any(key in renamed for key in raw):
-        return raw
-    out = {}
-    for key, value in raw.items():
-        new = renamed.get(key)
-        if new is None:
-            out[key] = value
-            continue
-        if new in raw:
-            raise ConfigError(
-                f"algorithm.{key} and algorithm.{new} are one setting of {name} ({key} is its "
-                f"deprecated name); set only algorithm.{new}"
-            )
-        warnings.warn(
-            f"algorithm.{key} of {name} is deprecated; use algorithm.{new} (same meaning)",
-            DeprecationWarning,
-            stacklevel=4,  # _renamed_keys <- validate_algorithm <- config_from_dict <- caller
-        )
-        out[new] = value
-    return out
-
-
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
     """Validate a plain dict (e.g. parsed YAML) into an ExperimentConfig."""
     if not isinstance(raw, dict):
         raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
-    _check_keys(raw, "the config")
+    check_keys(raw, "the config")
     unknown = sorted(set(raw) - set(TOP_LEVEL))
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
+    algorithm = raw.get("algorithm") or {}
+    if isinstance(algorithm, dict) and "name" not in algorithm:
+        algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
+    # Built and checked once, here; runs take copies of it (AlgorithmSection.fresh).
+    section = validate_algorithm(algorithm)
     top = _build(
         ExperimentConfig,
         {k: v for k, v in raw.items() if k in RUN_SETTINGS},
         "config",
+        algorithm=section,
     )
     top.faults = _build(FaultConfig, raw.get("faults"), "faults")
     top.data = _build(DataConfig, raw.get("data"), "data")
@@ -286,10 +134,6 @@ def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
         # through sorted YAML): the same mix then gives the same clients whether it came from a
         # file, an override or a run directory's config.yaml (which resume rebuilds from).
         top.clients.models = dict(sorted(top.clients.models.items()))
-    algorithm = raw.get("algorithm") or {}
-    if isinstance(algorithm, dict) and "name" not in algorithm:
-        algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
-    top.algorithm = validate_algorithm(algorithm)
     top.notices = changed_default_notices(algorithm)
     check_values(top)
     return top
@@ -314,7 +158,8 @@ def check_values(cfg: ExperimentConfig) -> None:
             check_rules(part)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    parse_models(cfg.clients.models)  # names importable, arguments accepted, weights positive
+    # Names importable, arguments accepted, weights positive; kept, so the build parses no more.
+    cfg.clients.model_specs = parse_models(cfg.clients.models)
 
 
 def changed_default_notices(algorithm: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
 from cosmosfl.engines.simulation import InProcessEngine
+from cosmosfl.experiment.loop import process_threads, run_loop, torch_threads
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.server_models import provide_server_learner
@@ -54,43 +55,49 @@ def simulate(
     thread each and one in this process during the run: the records of a serial run with
     `torch.set_num_threads(1)`; "auto" takes one per usable core, at most one per client,
     serial on one core or for small work (engines/workers.py, `round_work`), one thread
-    either way (the clients must pickle,
-    and a script must guard its entry point with `if __name__ == "__main__":`, as for any
-    multiprocessing). An algorithm that trains server models from the registry (COSMOS) and
-    has no `server_learner` gets the one its server_* settings describe
-    (`torch_server_learner`).
+    either way (the clients must pickle, and a script must guard its entry point with
+    `if __name__ == "__main__":`, as for any multiprocessing); `options.threads`, when given,
+    sets this process's threads too, as `threads` does for `cosmosfl run`
+    (`loop.process_threads`, the one policy). The run is `loop.run_loop`, the loop
+    `cosmosfl run` and the Flower ServerApp take. An algorithm that trains server models from
+    the registry (COSMOS) and has no `server_learner` gets the one its server_* settings
+    describe (`server_models.server_learner_for`, the rule `cosmosfl run` uses too).
     `options` (an `EngineOptions`) gives the engine settings as one value, `threads` and
     `worker_devices` included; `faults`, `min_participation`, `max_payload_bytes` and
     `workers` are the same settings as keywords, which win over `options` where given.
     """
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    # The server factory first (on the device the engine will use): the checks build a server
-    # model; both before the engine, which may start worker processes.
-    provide_server_learner(algorithm, str(resolve_device(device)))
-    check_federation(algorithm, clients, public_x, seed=seed)
     options = (options or EngineOptions()).with_keywords(
         faults=faults,
         min_participation=min_participation,
         max_payload_bytes=max_payload_bytes,
         workers=workers,
     )
-    engine = InProcessEngine(
-        clients,
-        public_x,
-        seed=seed,
-        device=device,
-        reporter=reporter,
-        options=options,
-        strict=strict,
-        on_reject="raise" if strict else "warn",
-    )
-    threads = torch.get_num_threads()
-    if options.workers != 1:  # this process's share (clustering, ...) as in a worker; "auto" always
-        torch.set_num_threads(options.threads)
-    try:
-        with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG as it was
-            torch.manual_seed(seed)
-            records = engine.run(algorithm, rounds)
-    finally:
-        torch.set_num_threads(threads)
-    return RunResult(algorithm.name, algorithm.reported_model, records)
+    # The server factory on the device the engine will use, before the preflight (which
+    # builds a server model) and the engine (which may start worker processes).
+    provide_server_learner(algorithm, str(resolve_device(device)))
+
+    def build_engine() -> InProcessEngine:
+        torch.manual_seed(seed)  # after the preflight, as for `cosmosfl run`
+        return InProcessEngine(
+            clients,
+            public_x,
+            seed=seed,
+            device=device,
+            reporter=reporter,
+            options=options,
+            strict=strict,
+            on_reject="raise" if strict else "warn",
+        )
+
+    with (
+        torch_threads(process_threads(options.workers, options.threads)),
+        torch.random.fork_rng(devices=[]),  # leave the caller's global RNG as it was
+    ):
+        return run_loop(
+            algorithm,
+            rounds,
+            build_engine=build_engine,
+            reporter=reporter,
+            preflight=lambda: check_federation(algorithm, clients, public_x, seed=seed),
+        )

@@ -17,10 +17,10 @@ import numpy as np
 from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.client import Client
 from cosmosfl.data import Dataset, Partition, default_augmentation, train_augmentation_for
-from cosmosfl.experiment.config import ExperimentConfig, settings_class
+from cosmosfl.experiment.config import ExperimentConfig
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, resolve
-from cosmosfl.experiment.server_models import torch_server_learner
+from cosmosfl.experiment.server_models import server_learner_for
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model_for, model_inputs
@@ -168,7 +168,8 @@ def as_learner(
 
 
 def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """TorchLearner settings from the `clients` section that server models share."""
+    """TorchLearner settings from the `clients` section that server models share (`simulate`
+    has no such section: its server models take TorchLearner's defaults)."""
     c = cfg.clients
     return {
         "eval_batch_size": c.eval_batch_size,
@@ -180,35 +181,22 @@ def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
     }
 
 
-def server_learner_factory(cfg: ExperimentConfig, natural: bool) -> Any:
-    """COSMOS's server models h_k, built with the `clients` section's TorchLearner settings
-    (precision, |S|, r_B target, ...) and the algorithm's server_* settings."""
-    a = cfg.algorithm
-    return torch_server_learner(
-        a["server_model"],
-        width=a["server_width"],
-        batch_size=a["server_batch_size"],
-        distill_lr=a["server_lr"],
-        augmentation=default_augmentation(natural),
-        device=cfg.device,
-        head_init=a["server_head_init"],
-        **_shared_learner_options(cfg),
-    )
-
-
 def make_algorithm(
     cfg: ExperimentConfig, *, natural: bool, public_probe: Callable[..., Any] | None = None
 ) -> Algorithm | Centralized:
-    """The config's algorithm (or reference run) with its settings, server models built for
-    the data (`natural`: photos, whose flips keep labels), and the optional U probe."""
-    options = {k: v for k, v in cfg.algorithm.items() if k != "name"}
-    cls = settings_class(cfg.algorithm["name"])
-    fields = set(getattr(cls, "__dataclass_fields__", {}))
-    if {"server_learner", "server_model"} <= fields:
-        options["server_learner"] = server_learner_factory(cfg, natural)
-    if "public_probe" in fields and public_probe is not None:
-        options["public_probe"] = public_probe
-    return cls(**options)
+    """A run's copy of the config's algorithm (built and checked when the config was read),
+    with its server models for the data (`natural`: photos, whose flips keep labels; the
+    `clients` section's TorchLearner settings) and the optional U probe."""
+    built = cfg.algorithm.built
+    injected: dict[str, Any] = {}
+    server_learner = server_learner_for(
+        built, cfg.device, natural=natural, learner_options=_shared_learner_options(cfg)
+    )
+    if server_learner is not None:
+        injected["server_learner"] = server_learner
+    if hasattr(built, "public_probe") and public_probe is not None:
+        injected["public_probe"] = public_probe
+    return cfg.algorithm.fresh(**injected)
 
 
 def validation_holdout(

@@ -34,6 +34,8 @@ class RunResult:
     algorithm: str
     reported_model: str
     records: list[dict[str, Any]] = field(default_factory=list)
+    # summary.json's content, for runs that write one (run_experiment); None for `simulate`.
+    summary: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __init__(
         self,
@@ -55,6 +57,7 @@ class RunResult:
         self.algorithm = algorithm
         self.reported_model = reported_model
         self.records = [] if records is None else records
+        self.summary = None
 
     @property
     def primary_model(self) -> str:

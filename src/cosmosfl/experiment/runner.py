@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,14 +19,13 @@ from cosmosfl.engines import workers as engine_workers
 from cosmosfl.engines.base import Engine
 from cosmosfl.engines.options import EngineOptions
 from cosmosfl.engines.progress import Reporter, make_reporter
-from cosmosfl.engines.simulation import ClientError, InProcessEngine
+from cosmosfl.engines.simulation import InProcessEngine
 from cosmosfl.experiment.build import Experiment, build_experiment
 from cosmosfl.experiment.centralized import run_reference
 from cosmosfl.experiment.checkpoint import (
     CheckpointError,
     load_checkpoint,
     restore,
-    save_checkpoint,
 )
 from cosmosfl.experiment.config import (
     ConfigError,
@@ -36,16 +35,26 @@ from cosmosfl.experiment.config import (
     identity,
     load_config,
 )
-from cosmosfl.experiment.health import check_models, client_failure
+from cosmosfl.experiment.health import client_failure
+from cosmosfl.experiment.loop import (
+    RoundCallback,
+    process_threads,
+    run_loop,
+    torch_threads,
+)
 from cosmosfl.experiment.preflight import check_federation
 from cosmosfl.experiment.result import RunResult
+from cosmosfl.experiment.round_callbacks import (
+    Checkpointer,
+    Header,
+    HealthCheck,
+    RunDirectoryCallback,
+    TrackerCallback,
+)
 from cosmosfl.experiment.rundir import CHECKPOINT, CONFIG, RunDirectory
 from cosmosfl.experiment.summary import summarize
 from cosmosfl.experiment.tracking import Tracker, default_run_name, make_tracker
 from cosmosfl.learners.base import Learner
-
-if TYPE_CHECKING:
-    pass
 
 
 def cluster_agreement(clusters: dict[int, int], groups: np.ndarray | None) -> dict[str, Any]:
@@ -78,18 +87,27 @@ def run_experiment(
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
     strict: bool = False,
+    callbacks: Sequence[RoundCallback] = (),
 ) -> RunResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete, and a
     checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
     cfg.tracking asks for) receives every round record. `strict` (the CLI's `--strict`): a
     rejected reply or a degenerate client model (experiment/health.py) stops the run; without
-    it they are recorded (and degenerate models flagged in summary.json)."""
+    it they are recorded (and degenerate models flagged in summary.json). `callbacks`: more
+    round callbacks (loop.py), run after the checkpoint and before the run directory's."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
     if run_dir is not None:  # a run, or the user's own files, there: refused before any work
         run_dir.check_free(force=force)
-    with _torch_threads(cfg, engine):
+    with torch_threads(_driver_threads(cfg, engine)):
         return _execute(
-            cfg, run_dir, progress, force=force, engine=engine, tracker=tracker, strict=strict
+            cfg,
+            run_dir,
+            progress,
+            force=force,
+            engine=engine,
+            tracker=tracker,
+            strict=strict,
+            callbacks=callbacks,
         )
 
 
@@ -97,11 +115,11 @@ def run_built(exp: Experiment, *, progress: bool | Reporter = False) -> RunResul
     """Run an experiment built (and altered) in Python, in process, with no run directory:
     the privacy audit plants canaries in a built experiment and runs it with this."""
     if not isinstance(exp.algorithm, Algorithm):
-        raise ConfigError(f"{exp.config.algorithm['name']} is a reference run, not a federation")
+        raise ConfigError(f"{exp.config.algorithm.name} is a reference run, not a federation")
     reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    with _torch_threads(exp.config, None):
-        torch.manual_seed(exp.config.seed)
-        return _run_federated(exp, exp.algorithm, reporter, None)
+    with torch_threads(_driver_threads(exp.config, None)):
+        hooks = _engine_hooks(exp, reporter, None, None, None, strict=False)
+        return run_loop(exp.algorithm, exp.config.rounds, reporter=reporter, **hooks)
 
 
 def resume_experiment(
@@ -139,7 +157,7 @@ def resume_experiment(
             f"{config_path} differs from the config the checkpoint was made with; "
             "restore it, or start a new run"
         )
-    with _torch_threads(cfg, None):
+    with torch_threads(_driver_threads(cfg, None)):
         return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker, strict=strict)
 
 
@@ -176,6 +194,7 @@ def _execute(
     engine: EngineFactory | None = None,
     tracker: Tracker | None = None,
     strict: bool = False,
+    callbacks: Sequence[RoundCallback] = (),
 ) -> RunResult:
     start = time.perf_counter()
     if tracker is None:  # a missing tracking package fails here, before any work
@@ -186,61 +205,66 @@ def _execute(
     exp = build_experiment(cfg, clients=[] if remote_sites else None)
     if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
         raise CheckpointError(
-            f"{cfg.algorithm['name']} is a reference run without checkpoints; rerun it"
+            f"{cfg.algorithm.name} is a reference run without checkpoints; rerun it"
         )
-    if engine is None and isinstance(exp.algorithm, Algorithm):
-        # The in-process engine's clients are all here: check them against U and the server
-        # model before any training (another engine's clients live elsewhere).
-        check_federation(exp.algorithm, exp.clients, exp.public_x, seed=cfg.seed)
-    with run_dir.locked() if run_dir is not None else nullcontext():
-        if run_dir is not None and checkpoint is None:
-            run_dir.prepare(cfg, force=force)
-        if run_dir is not None and checkpoint is not None and run_dir.finished:
-            raise CheckpointError(f"{run_dir.path} was finished by another process meanwhile")
-        reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-        reporter.log(
-            f"{cfg.algorithm['name']} on {exp.data_name}: {len(exp.client_ids)} clients "
-            f"({', '.join(sorted(set(exp.client_models))) or 'models on their sites'}), "
-            f"|U| = {len(exp.public_x)}, "
-            f"{cfg.rounds} rounds, seed {cfg.seed}"
+    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+    done = list(checkpoint["records"]) if checkpoint is not None else []
+    run_directory = RunDirectoryCallback(run_dir, cfg, force=force, resuming=checkpoint is not None)
+    header = Header(exp, reporter)
+    tracking = TrackerCallback(tracker, cfg, run_dir, done)
+    if not isinstance(exp.algorithm, Algorithm):  # a reference run: not a federation
+        return _run_reference(
+            exp, reporter, run_dir, tracker, [run_directory, header, tracking], start
         )
-        for line in exp.privacy:
-            reporter.log(f"privacy: {line}")
-        torch.manual_seed(cfg.seed)
-        done = list(checkpoint["records"]) if checkpoint is not None else []
-        with tracker.session(cfg, run_dir and run_dir.path, done):
-            result, summary = _run_and_summarize(
-                exp, reporter, run_dir, checkpoint, engine, tracker, start, strict
-            )
-            tracker.log_summary(summary)
-    result.summary = summary  # type: ignore[attr-defined]
-    return result
+    health = HealthCheck(exp, strict, reporter, in_process=engine is None)
+    checkpoints = Checkpointer(run_dir, exp, in_process=engine is None)
+    return run_loop(
+        exp.algorithm,
+        cfg.rounds,
+        reporter=reporter,
+        # In this order. The checkpoint (which holds every record so far) is written before
+        # the record is appended to metrics.jsonl: killed between the two, the folder holds a
+        # checkpoint ahead of metrics.jsonl, and --resume rewrites the file from it; never a
+        # record without a checkpoint that holds it. The caller's callbacks (the Flower
+        # ServerApp's summary fields) add to the summary before summary.json is written.
+        callbacks=[health, checkpoints, *callbacks, run_directory, header, tracking],
+        summarize=lambda result: _summary(exp, result, start, health.degenerate),
+        **_engine_hooks(exp, reporter, run_dir, checkpoint, engine, strict),
+    )
 
 
-def _run_and_summarize(
+def _run_reference(
     exp: Experiment,
     reporter: Reporter,
     run_dir: RunDirectory | None,
-    checkpoint: dict[str, Any] | None,
-    engine: EngineFactory | None,
     tracker: Tracker,
+    held: Sequence[RoundCallback],
     start: float,
-    strict: bool = False,
-) -> tuple[RunResult, dict[str, Any]]:
-    cfg = exp.config
-    degenerate: dict[int, dict[str, Any]] = {}
-    if isinstance(exp.algorithm, Algorithm):
-        result = _run_federated(
-            exp, exp.algorithm, reporter, run_dir, checkpoint, engine, tracker, strict, degenerate
-        )
-    else:  # a reference run (centralized): not a protocol algorithm, see references.py
+) -> RunResult:
+    """A reference run (centralized, references.py): not a protocol algorithm, so not the
+    run loop, but the same run directory, header and tracking around it."""
+    with ExitStack() as stack:
+        for callback in held:
+            stack.enter_context(callback.running())
 
         def on_record(record: dict[str, Any]) -> None:
             if run_dir is not None:
                 run_dir.append_record(record)
             tracker.log_round(record)
 
-        result = run_reference(exp, cfg.rounds, reporter, on_record=on_record)
+        torch.manual_seed(exp.config.seed)
+        result = run_reference(exp, exp.config.rounds, reporter, on_record=on_record)
+        result.summary = _summary(exp, result, start, {})
+        for callback in held:
+            callback.run_end(result, result.summary)
+    return result
+
+
+def _summary(
+    exp: Experiment, result: RunResult, start: float, degenerate: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """summary.json of a finished run: the summary of its records and what the run was."""
+    cfg = exp.config
     meta = {
         "seed": cfg.seed,
         "dataset": exp.data_name,
@@ -262,41 +286,37 @@ def _run_and_summarize(
         summary["degenerate_clients"] = {str(c): v for c, v in degenerate.items()}
     if result.clusters is not None and exp.partition is not None:
         summary.update(cluster_agreement(result.clusters, exp.partition.client_group))
-    if run_dir is not None:
-        run_dir.finish(summary)
-    return result, summary
+    return summary
 
 
-def _run_federated(
+def _engine_hooks(
     exp: Experiment,
-    algorithm: Algorithm,
     reporter: Reporter,
     run_dir: RunDirectory | None,
-    checkpoint: dict[str, Any] | None = None,
-    engine_factory: EngineFactory | None = None,
-    tracker: Tracker | None = None,
-    strict: bool = False,
-    degenerate: dict[int, dict[str, Any]] | None = None,
-) -> RunResult:
-    """The rounds; `degenerate` receives the degenerate client models after the last round
-    (in-process clients only: another engine's clients live elsewhere)."""
-    cfg = exp.config
-    result = RunResult(algorithm.name, algorithm.reported_model)
-    first = 1
-    if checkpoint is not None:  # before the engine starts: worker processes copy the clients
-        result.records = restore(checkpoint, algorithm, exp.clients)
-        first = int(checkpoint["round"]) + 1
-        if run_dir is not None:  # drop any record of the round the interruption cut short
-            run_dir.rewrite_records(result.records)
-        reporter.log(f"resuming after round {first - 1} of {cfg.rounds}")
-    # Checkpoints hold the clients' states, which only the in-process engine has: a run on
-    # another engine (Flower: the clients live on their nodes) is not checkpointed.
-    checkpointing = engine_factory is None
-    engine: Engine
-    if engine_factory is not None:
-        engine = engine_factory(exp, reporter)
-    else:
-        engine = in_process = InProcessEngine(
+    checkpoint: dict[str, Any] | None,
+    engine_factory: EngineFactory | None,
+    strict: bool,
+) -> dict[str, Any]:
+    """The run loop's hooks for `exp` (loop.run_loop's keywords): the preflight of in-process
+    clients against U (another engine's clients live elsewhere), the engine built after the
+    seed and the checkpoint's restore, the rounds done, and a client's failure as one line."""
+    cfg, algorithm = exp.config, exp.algorithm
+    assert isinstance(algorithm, Algorithm)
+
+    def preflight() -> None:
+        if engine_factory is None:
+            check_federation(algorithm, exp.clients, exp.public_x, seed=cfg.seed)
+
+    def build_engine() -> Engine:
+        torch.manual_seed(cfg.seed)
+        if checkpoint is not None:  # before the engine starts: worker processes copy clients
+            records = restore(checkpoint, algorithm, exp.clients)
+            if run_dir is not None:  # drop any record of the round the interruption cut short
+                run_dir.rewrite_records(records)
+            reporter.log(f"resuming after round {len(records)} of {cfg.rounds}")
+        if engine_factory is not None:
+            return _logged(engine_factory(exp, reporter), cfg, reporter)
+        engine = InProcessEngine(
             exp.clients,
             exp.public_x,
             seed=cfg.seed,
@@ -305,61 +325,35 @@ def _run_federated(
             options=engine_options(cfg),
             on_reject="raise" if strict else "record",
         )
-        reporter.log(describe_parallelism(cfg, len(exp.clients), workers=in_process.workers))
+        reporter.log(describe_parallelism(cfg, len(exp.clients), workers=engine.workers))
+        return _logged(engine, cfg, reporter)
+
+    return {
+        "preflight": preflight,
+        "build_engine": build_engine,
+        "records": list(checkpoint["records"]) if checkpoint is not None else [],
+        "client_failure": lambda err, t: client_failure(err, exp, run_dir, t),
+    }
+
+
+def _logged(engine: Engine, cfg: ExperimentConfig, reporter: Reporter) -> Engine:
+    """`engine`, once the config's notices (changed defaults it relies on) are logged."""
     for notice in cfg.notices:
         reporter.log(f"note: {notice}")
-    config_text = dump_config(cfg)
-    try:
-        with reporter.running(cfg.rounds):
-            for t in range(first, cfg.rounds + 1):
-                try:
-                    record = engine.run_round(algorithm, t, cfg.rounds)
-                except ClientError as err:
-                    raise client_failure(err, exp, run_dir, t) from None
-                result.records.append(record)
-                if checkpointing and ((strict and t == 1) or t == cfg.rounds):
-                    engine.sync_clients()
-                    check_models(exp, t, cfg.rounds, strict, reporter, degenerate)
-                # The checkpoint (which holds every record so far) is written before the
-                # record is appended to metrics.jsonl: killed between the two, the folder
-                # holds a checkpoint ahead of metrics.jsonl, and --resume rewrites the file
-                # from it; never a record without a checkpoint that holds it.
-                if run_dir is not None and checkpointing:
-                    engine.sync_clients()  # trained learners out of worker processes, if any
-                    save_checkpoint(
-                        run_dir.path, t, algorithm, exp.clients, result.records, config_text
-                    )
-                if run_dir is not None:
-                    run_dir.append_record(record)
-                if tracker is not None:
-                    tracker.log_round(record)
-    finally:
-        engine.close()
-    return result
+    return engine
 
 
-@contextmanager
-def _torch_threads(cfg: ExperimentConfig, engine: EngineFactory | None) -> Iterator[None]:
-    """This process's torch threads for the run (`parallelism`; another engine's server
-    keeps `cfg.threads` as given), put back afterwards: runs in one process do not leak it."""
-    before = torch.get_num_threads()
-    threads = parallelism(cfg)[1] if engine is None else cfg.threads
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+def _driver_threads(cfg: ExperimentConfig, engine: EngineFactory | None) -> int | None:
+    """This process's torch threads for a run of `cfg` (loop.process_threads); a server whose
+    clients run on another engine (Flower) has no worker processes."""
+    return process_threads(cfg.workers if engine is None else 1, cfg.threads)
 
 
 def parallelism(cfg: ExperimentConfig, num_clients: int | None = None) -> tuple[int, int | None]:
-    """(worker processes, torch threads per process) a run of `cfg` uses on this machine.
-
-    threads: `cfg.threads`, else 1 whenever workers is not 1 ("auto" included, even where it
-    resolves to serial), so that the default gives the records of a serial `threads: 1` run
-    on any machine; None (torch's default) only for `workers: 1` with threads unset."""
+    """(worker processes, torch threads per process) a run of `cfg` uses on this machine;
+    threads as `loop.process_threads` gives them (None: torch's default)."""
     n = cfg.data.num_clients if num_clients is None else num_clients
-    threads = cfg.threads if cfg.threads is not None else (None if cfg.workers == 1 else 1)
+    threads = process_threads(cfg.workers, cfg.threads)
     workers = engine_workers.resolve_workers(cfg.workers, max(int(n), 1), threads=threads or 1)
     return workers, threads
 

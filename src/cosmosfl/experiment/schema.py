@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cosmosfl.algorithms.base import Algorithm
 from cosmosfl.algorithms.registry import ALGORITHMS
 from cosmosfl.core.constraints import Custom, Interval, Options, Rule
 from cosmosfl.data.sources import DATASET_NAMES
 from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
+from cosmosfl.experiment.algorithm_section import AlgorithmSection, validate_algorithm
+from cosmosfl.experiment.model_spec import ModelSpec
 from cosmosfl.learners.torch import LEARNER_CONSTRAINTS
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE
 from cosmosfl.privacy.settings import PrivacyConfig
@@ -42,13 +45,10 @@ def _fraction(low: float, high: float, closed: str, note: str = "") -> Interval:
     return Interval(float, low, high, closed=closed, noun="a fraction", note=note)
 
 
-def _gates_clients(algorithm: dict[str, Any]) -> bool:
-    """Whether an algorithm section asks COSMOS's clients to gate on a validation slice: its
-    `client_gate`, or its recipe's (cosmos_settings.CosmosSettings.client_gate_used)."""
-    if algorithm.get("name") != "cosmos":
-        return False
-    gate = algorithm.get("client_gate", "auto")
-    return gate == "validation" or (gate == "auto" and algorithm.get("recipe") != "paper")
+def _gates_clients(algorithm: AlgorithmSection) -> bool:
+    """Whether the algorithm asks its clients to gate on a validation slice (COSMOS's
+    `client_gate_used`: its `client_gate`, or its recipe's)."""
+    return bool(getattr(algorithm.built, "client_gate_used", False))
 
 
 def _dataset_named(dataset: str, data_dir: str | None) -> bool:
@@ -166,6 +166,9 @@ class ClientsConfig:
     # Random crop + flip (flip for natural images only) of private training batches, for every
     # algorithm alike; no effect on images under 16 px (digits) or non-images.
     train_augmentation: bool = False
+    # `models` parsed and checked, once, when the config is read (config.check_values); not a
+    # key of the section.
+    model_specs: list[ModelSpec] | None = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass
@@ -222,8 +225,10 @@ class TrackingConfig:
 def _privacy_algorithm_ok(cfg: ExperimentConfig) -> bool:
     """Under privacy, clients may run only the model-agnostic tasks (handlers/default.py):
     their private records are then read by `fit` alone, the fit the accountant charges."""
-    cls = ALGORITHMS.get(cfg.algorithm["name"])
-    return not cfg.privacy.enabled or (cls is not None and cls.client_handlers is None)
+    built = cfg.algorithm.built
+    return not cfg.privacy.enabled or (
+        isinstance(built, Algorithm) and built.client_handlers is None
+    )
 
 
 def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
@@ -231,7 +236,7 @@ def _private_only_in_fits(cfg: ExperimentConfig) -> bool:
     selection on it is not accounted), no label-prior weights (the private label histogram)."""
     return not cfg.privacy.enabled or (
         cfg.data.validation_fraction == 0
-        and cfg.algorithm.get("client_weights", "uniform") != "label-prior"
+        and getattr(cfg.algorithm.built, "client_weights", "uniform") != "label-prior"
     )
 
 
@@ -243,8 +248,8 @@ def _guarantee_met(cfg: ExperimentConfig) -> bool:
 
 
 def _sites_algorithm_ok(cfg: ExperimentConfig) -> bool:
-    cls = ALGORITHMS.get(cfg.algorithm["name"])
-    return cfg.sites.public is None or (cls is not None and cls.model_agnostic)
+    built = cfg.algorithm.built
+    return cfg.sites.public is None or (isinstance(built, Algorithm) and built.model_agnostic)
 
 
 @dataclass
@@ -275,7 +280,10 @@ class ExperimentConfig:
             ),
         ),
         Rule(
-            lambda c: not c.algorithm.get("select_on_validation") or c.data.validation_fraction > 0,
+            lambda c: (
+                not getattr(c.algorithm.built, "select_on_validation", False)
+                or c.data.validation_fraction > 0
+            ),
             lambda c: (
                 "algorithm.select_on_validation needs a validation slice: set "
                 "data.validation_fraction (e.g. 0.1) so each client holds some private data out"
@@ -294,7 +302,7 @@ class ExperimentConfig:
         Rule(
             _sites_algorithm_ok,
             lambda c: (
-                f"algorithm {c.algorithm['name']} cannot run on sites with their own "
+                f"algorithm {c.algorithm.name} cannot run on sites with their own "
                 "models and files (it needs shared parameters or pooled data); use one of "
                 f"{sorted(n for n, a in ALGORITHMS.items() if a.model_agnostic)}"
             ),
@@ -302,7 +310,7 @@ class ExperimentConfig:
         Rule(
             _privacy_algorithm_ok,
             lambda c: (
-                f"privacy: algorithm {c.algorithm['name']} is not supported under differential "
+                f"privacy: algorithm {c.algorithm.name} is not supported under differential "
                 "privacy (its clients do more than fit, predict on U and distil); use one of "
                 f"{sorted(n for n, a in ALGORITHMS.items() if a.client_handlers is None)}"
             ),
@@ -340,7 +348,10 @@ class ExperimentConfig:
     workers: int | str = "auto"
     data: DataConfig = field(default_factory=DataConfig)
     clients: ClientsConfig = field(default_factory=ClientsConfig)
-    algorithm: dict[str, Any] = field(default_factory=lambda: {"name": "cosmos"})
+    # The algorithm, built and checked once (algorithm_section.py); reads as its settings.
+    algorithm: AlgorithmSection = field(
+        default_factory=lambda: validate_algorithm({"name": "cosmos"})
+    )
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (none by default)
     sites: SitesConfig = field(default_factory=SitesConfig)  # sites with their own files
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # TensorBoard / MLflow
@@ -352,6 +363,8 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         del out["notices"]
+        out["algorithm"] = dict(self.algorithm)
+        del out["clients"]["model_specs"]
         if self.sites == SitesConfig():  # the partition mode: configs read as before sites
             del out["sites"]
         if self.privacy == PrivacyConfig():  # no privacy: configs read as before the section

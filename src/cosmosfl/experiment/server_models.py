@@ -4,12 +4,13 @@ the experiment layer and `simulate` inject one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from cosmosfl.algorithms.base import ServerLearnerFactory
+from cosmosfl.data.augment import default_augmentation
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.init import reset_head
@@ -55,19 +56,36 @@ def torch_server_learner(
     return factory
 
 
-def provide_server_learner(algorithm: object, device: str) -> None:
-    """Give an algorithm that trains registry server models (it has `server_model` and an unset
-    `server_learner`, like COSMOS) the factory its server_* settings describe, on `device`.
-    Algorithms without those fields, or with a factory of their own, are left as they are."""
-    if getattr(algorithm, "server_learner", True) is not None:
-        return
-    if not hasattr(algorithm, "server_model"):
-        return
-    algorithm.server_learner = torch_server_learner(  # type: ignore[attr-defined]
+def server_learner_for(
+    algorithm: object,
+    device: str,
+    *,
+    natural: bool = False,
+    learner_options: Mapping[str, Any] | None = None,
+) -> ServerLearnerFactory | None:
+    """The one rule for server models: the factory an algorithm's server_* settings describe
+    (`server_model`, `server_width`, `server_batch_size`, `server_lr`, `server_head_init`), on
+    `device`, with r_B's default neighbours for the data (`natural`: photos, whose flips keep
+    labels) and `learner_options` (a config's `clients` settings that server models share);
+    None for an algorithm that trains no registry server model."""
+    if not hasattr(algorithm, "server_model") or not hasattr(algorithm, "server_learner"):
+        return None
+    return torch_server_learner(
         algorithm.server_model,
         width=getattr(algorithm, "server_width", 1.0),
         batch_size=getattr(algorithm, "server_batch_size", 32),
         distill_lr=getattr(algorithm, "server_lr", None),
+        augmentation=default_augmentation(natural),
         device=device,
         head_init=getattr(algorithm, "server_head_init", "kaiming"),
+        **(learner_options or {}),
     )
+
+
+def provide_server_learner(algorithm: object, device: str) -> None:
+    """Give an algorithm that trains registry server models and has no `server_learner` (as
+    `simulate` receives COSMOS) the factory `server_learner_for` gives on `device`; algorithms
+    without those fields, or with a factory of their own, are left as they are."""
+    if getattr(algorithm, "server_learner", True) is not None:
+        return
+    algorithm.server_learner = server_learner_for(algorithm, device)  # type: ignore[attr-defined]

@@ -93,10 +93,6 @@ def _cell_values(keys: list[str], value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
-def _paths(runs: list[Run]) -> set[Path]:
-    return {r.path.resolve() for r in runs}
-
-
 def _shared_keys(
     keys: list[str], cells: list[tuple[tuple[Any, ...], dict[str, list[Run]]]]
 ) -> dict[str, list[str]]:

@@ -83,7 +83,7 @@ def test_the_client_app_imports_no_reporting_plotting_or_cli_modules() -> None:
         for m in loaded
         if m.split(".")[0] in {"matplotlib", "mlflow", "tensorboard"}
         or m in {"cosmosfl.cli", "cosmosfl.bench", "scipy.cluster"}  # clustering: server only
-        or m.startswith(("cosmosfl.cli.", "cosmosfl.bench.", "cosmosfl.experiment.report",
+        or m.startswith(("cosmosfl.cli.", "cosmosfl.bench.",
                          "cosmosfl.reporting", "cosmosfl.experiment.compare",
                          "cosmosfl.experiment.sweep", "cosmosfl.experiment.runner",
                          "cosmosfl.experiment.tracking", "cosmosfl.experiment.checkpoint"))

@@ -17,6 +17,8 @@ from cosmosfl.apps.flower.settings import AppSettings
 from cosmosfl.engines.flower.federation import FlowerFederation
 from cosmosfl.engines.progress import Reporter, summary_line
 from cosmosfl.experiment.config import ConfigError, ExperimentConfig
+from cosmosfl.experiment.loop import RoundCallback
+from cosmosfl.experiment.result import RunResult
 from cosmosfl.experiment.rundir import METRICS, RunDirectory
 
 GridHook = Callable[[Grid], Grid]
@@ -55,6 +57,28 @@ def refuse_interrupted(out: str | Path, force: bool) -> None:
         )
 
 
+class FlowerSummary(RoundCallback):
+    """The Flower engine's additions to summary.json, made before it is written: which
+    clients never connected, what sites said at discovery, round trips per round."""
+
+    def __init__(self, cfg: ExperimentConfig, engines: list[FlowerFederation]) -> None:
+        self.cfg, self.engines = cfg, engines
+
+    def run_end(self, result: RunResult, summary: dict[str, Any]) -> None:
+        summary["engine"] = "flower"
+        if self.engines:
+            engine = self.engines[0]
+            summary["clients_never_connected"] = engine.unconnected
+            if self.cfg.sites.public is not None:  # sites: what each said at discovery
+                summary["clients_refused"] = {str(c): r for c, r in engine.refused.items()}
+                summary["client_models"] = {
+                    str(c): m for c, m in sorted(engine.client_models.items())
+                }
+        summary["round_trips_per_round"] = float(
+            np.mean([r.get("round_trips", 0) for r in result.records])
+        )
+
+
 def run_on_grid(
     grid: Grid,
     cfg: ExperimentConfig,
@@ -62,7 +86,8 @@ def run_on_grid(
     *,
     reporter: Reporter | None = None,
 ) -> dict[str, Any]:
-    """Run `cfg` over `grid`; returns the summary (also written to `settings.out` if set)."""
+    """Run `cfg` over `grid` through `run_experiment`'s loop (experiment/loop.py) with the
+    Flower engine; returns the summary (also written to `settings.out` if set)."""
     from cosmosfl.experiment.runner import engine_options, run_experiment
 
     if settings.out:
@@ -94,22 +119,10 @@ def run_on_grid(
         progress=reporter or LogReporter(),
         force=settings.force,
         engine=make_engine,
+        callbacks=[FlowerSummary(cfg, engines)],
     )
-    summary: dict[str, Any] = dict(result.summary)  # type: ignore[attr-defined]
-    summary["engine"] = "flower"
-    if engines:
-        summary["clients_never_connected"] = engines[0].unconnected
-        if cfg.sites.public is not None:  # sites: what each said at discovery
-            summary["clients_refused"] = {str(c): r for c, r in engines[0].refused.items()}
-            summary["client_models"] = {
-                str(c): m for c, m in sorted(engines[0].client_models.items())
-            }
-    summary["round_trips_per_round"] = float(
-        np.mean([r.get("round_trips", 0) for r in result.records])
-    )
-    if settings.out:
-        RunDirectory(settings.out).finish(summary)  # rewrite with the engine's additions
-    return summary
+    assert result.summary is not None
+    return dict(result.summary)
 
 
 def make_server_app(
