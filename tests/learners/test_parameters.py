@@ -356,3 +356,18 @@ def test_capabilities_are_declared():
     assert recorder.capabilities is sklearn_learner.capabilities or (
         recorder.capabilities == Capabilities()
     )
+
+
+def test_the_clients_section_defaults_are_torch_learners():
+    """The config's `clients` section repeats some TorchLearner parameters (with the same
+    constraint objects); their defaults must be the signature's."""
+    import dataclasses
+
+    from cosmosfl.experiment.schema import ClientsConfig
+    from cosmosfl.learners.torch import LEARNER_CONSTRAINTS
+
+    signature = inspect.signature(TorchLearner).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(ClientsConfig)}
+    shared = [*LEARNER_CONSTRAINTS, "channels_last"]
+    assert set(shared) <= set(fields) and set(shared) <= set(signature)
+    assert {n: fields[n] for n in shared} == {n: signature[n].default for n in shared}
