@@ -14,12 +14,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from cosmosfl.core.constraints import Constraint, Rule
-from cosmosfl.learners.parameters import (
-    check_learner_parameters,
-    checked_init,
-    parameter_names,
-    read_parameter,
-)
+from cosmosfl.learners.parameters import checked_init, parameter_names, read_parameter
 
 
 def accuracy_metrics(probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -130,10 +125,10 @@ class Learner(ABC):
                 f"{type(self).__name__} has no parameter {', '.join(map(repr, unknown))}; its "
                 f"parameters: {', '.join(self.parameter_names())}"
             )
-        merged = {**self.get_params(), **params}
-        check_learner_parameters(type(self), merged)
+        # Built first (its constructor checks the values): a refused change changes nothing.
+        rebuilt = type(self)(**{**self.get_params(), **params})
         vars(self).clear()
-        type(self).__init__(self, **merged)  # type: ignore[misc]
+        vars(self).update(vars(rebuilt))
         return self
 
     def clone(self, seed: int | None = None) -> Self:
