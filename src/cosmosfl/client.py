@@ -145,18 +145,14 @@ class Client:
 
     def slot(self, name: str = OWN_MODEL) -> Learner:
         """The model a request names: `OWN_MODEL` is `learner`, any other name an extra model,
-        created on first use as a copy of `learner` (same weights, its own random stream;
-        the learner must have `clone(seed)`, as TorchLearner has)."""
+        created on first use as `learner.clone(seed)`: the same settings (a torch model with
+        its current weights) and a random stream of its own)."""
         if name == OWN_MODEL:
             return self.learner
         if name not in self.slots:
-            clone = getattr(self.learner, "clone", None)
-            if clone is None:
-                raise TypeError(
-                    f"client {self.id}: model slot {name!r} needs a learner with clone(seed); "
-                    f"{type(self.learner).__name__} has none"
-                )
-            # A seed of its own, stable across runs, so the slot's shuffles differ from learner's.
-            seed = (int(self.learner.seed) * 1_000_003 + zlib.crc32(name.encode())) % 2**63  # type: ignore[attr-defined]
-            self.slots[name] = clone(seed)
+            # A seed of its own, stable across runs, so the slot's shuffles differ from learner's
+            # (a learner without a seed, scikit-learn's, is as random as its estimator says).
+            own = int(getattr(self.learner, "seed", 0))
+            seed = (own * 1_000_003 + zlib.crc32(name.encode())) % 2**63
+            self.slots[name] = self.learner.clone(seed)
         return self.slots[name]

@@ -15,7 +15,7 @@ from cosmosfl.algorithms.local import Local
 from cosmosfl.client import Client
 from cosmosfl.experiment import simulate
 from cosmosfl.experiment.preflight import PreflightError, check_federation
-from cosmosfl.learners.base import Learner, accuracy_metrics
+from cosmosfl.learners.base import Capabilities, Learner, accuracy_metrics
 from cosmosfl.learners.torch import TorchLearner
 
 M = 3
@@ -25,6 +25,7 @@ class Counting(Learner):
     """A numpy-only learner that counts its fits (none may happen before the checks pass)."""
 
     num_classes = M
+    capabilities = Capabilities(consistency=True)  # preflight asks it check_neighbours
 
     def __init__(self, num_classes=M, neighbours_error=None):
         self.num_classes = num_classes

@@ -207,10 +207,10 @@ def test_lgbm_classifier_becomes_a_lightgbm_learner_with_its_parameters():
 
 def test_other_classifiers_become_sklearn_learners_seeded():
     learner = learner_for_estimator(RandomForestClassifier(n_estimators=5), num_classes=3, seed=4)
-    assert isinstance(learner, SklearnLearner) and learner.template.random_state == 4
+    assert isinstance(learner, SklearnLearner) and learner.estimator.random_state == 4
     pipe = make_pipeline(StandardScaler(), LogisticRegression(random_state=None))
     learner = learner_for_estimator(pipe, num_classes=3, seed=2)
-    assert learner.template.get_params()["logisticregression__random_state"] == 2
+    assert learner.estimator.get_params()["logisticregression__random_state"] == 2
     assert pipe.get_params()["logisticregression__random_state"] is None  # a clone was seeded
     assert isinstance(learner_for_estimator(LogisticRegression, num_classes=3), SklearnLearner)
     assert learner_for_estimator(learner, num_classes=3) is learner

@@ -69,9 +69,11 @@ def test_distill_learns_public_targets_and_keeps_private_data():
 
 
 def test_rejects_estimators_without_predict_proba():
-    with pytest.raises(TypeError, match="predict_proba"):
+    with pytest.raises(
+        ValueError, match=r"^estimator = LinearSVC\(\) is not allowed; use a probabilistic .*"
+    ):
         SklearnLearner(LinearSVC(), num_classes=2)
-    with pytest.raises(ValueError, match="num_classes"):
+    with pytest.raises(ValueError, match=r"^num_classes must be >= 2, got 1$"):
         SklearnLearner(LogisticRegression(), num_classes=1)
 
 
@@ -164,7 +166,7 @@ def test_pipeline_final_step_gets_the_weights():
     weights = np.linspace(0.5, 1.0, len(xu)).astype(np.float32)
     targets = soft(len(xu), 3, 2, 1, 0.25)
     metrics = learner.distill(xu, targets, weights)
-    step = learner.estimator.named_steps["clf"]
+    step = learner.estimator_.named_steps["clf"]
     assert step.seen_ is not None and len(step.seen_) == step.n_ == metrics["rows"]
     # private rows weigh 1; the public rows' copies carry target mass × weight
     assert np.isclose(step.seen_.sum(), len(y) + weights.sum())
@@ -186,7 +188,10 @@ def test_estimator_without_weights_gets_argmax_labels_and_warns_once():
     assert len(messages) == 1 and "ignores sample weights" in messages[0], messages
     assert "KNeighborsClassifier" in messages[0] and "argmax" in messages[0]
     assert (learner.predict_proba(xu).argmax(1) == 2).all()
-    assert not learner.uses_soft_targets and "argmax" in learner.soft_targets_reason
+    declared = learner.capabilities
+    assert not declared.soft_targets and "argmax" in declared.soft_targets_reason
+    # declared per instance: a weighted estimator's learner keeps the class's default
+    assert SklearnLearner(LogisticRegression(), num_classes=3).capabilities.soft_targets
 
 
 @pytest.mark.parametrize(
@@ -323,13 +328,13 @@ def test_diverged_refit_is_retried_with_a_smaller_learning_rate():
         metrics = learner.distill(xu, soft(len(xu), 3, 2, 1, 0.4))
     message = str(caught[0].message)
     assert f"previous model {fit_metrics['train_top1']:.3f}" in message
-    assert learner.estimator.learning_rate == pytest.approx(0.1 / 4)  # 0.05 still diverges
+    assert learner.estimator_.learning_rate == pytest.approx(0.1 / 4)  # 0.05 still diverges
     assert metrics["refit_retries"] == 2 and metrics["refit_rejected"] == 0
     assert metrics["train_top1"] >= fit_metrics["train_top1"] - learner.divergence_tolerance
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the smaller rate is kept: no retry, no warning
         again = learner.fit(x, y)
-    assert again["refit_retries"] == 0 and learner.estimator.learning_rate == pytest.approx(0.025)
+    assert again["refit_retries"] == 0 and learner.estimator_.learning_rate == pytest.approx(0.025)
 
 
 @pytest.mark.parametrize(

@@ -127,7 +127,7 @@ def _modules_of(data: bytes) -> list[str]:
 def _place(client: Client, device: str | None) -> None:
     """Move a torch client's model to `device` (other learners are left as they are)."""
     learner = client.learner
-    if device is None or not hasattr(learner, "model") or not hasattr(learner, "device"):
+    if device is None or not learner.capabilities.torch_model:
         return
     import torch
 

@@ -40,8 +40,8 @@ def check_federation(
     - a client's train/test/validation inputs have another sample shape than U;
     - the learners disagree on num_classes, or a client's labels lie outside 0..M-1;
     - the algorithm's server model (`algorithm.server_learner`, COSMOS) cannot predict on U;
-    - with λ > 0 (`algorithm.lam`), a learner's `check_neighbours` (if it has one) cannot make
-      neighbours x' of its inputs for the consistency regulariser r_B.
+    - with λ > 0 (`algorithm.lam`), a learner that trains with r_B (`capabilities.consistency`)
+      cannot make neighbours x' of its inputs for it (`check_neighbours`).
 
     `seed` seeds the server model built for the check (it is then discarded).
     """
@@ -229,17 +229,17 @@ def _check_neighbours(
     clients: Sequence[Client], server: Any, u: np.ndarray, algorithm: object
 ) -> None:
     """With λ > 0 every model trains on neighbours x' of its inputs (r_B): ask each learner
-    that can tell (`check_neighbours(x)`) whether it can make them, on two rows."""
+    that trains with r_B (`capabilities.consistency`) whether it can make them
+    (`check_neighbours(x)`), on two rows."""
     lam = _consistency_weight(algorithm)
     checks = [(f"client {c.id}", c.learner, np.asarray(c.train[0])[:PROBE_ROWS]) for c in clients]
     if server is not None:
         checks.append((_server_name(algorithm), server, u[:PROBE_ROWS]))
     for who, learner, x in checks:
-        check = getattr(learner, "check_neighbours", None)
-        if check is None:  # a learner without the check (or without r_B) is not asked
+        if not learner.capabilities.consistency:  # a learner without r_B is not asked
             continue
         try:
-            check(x)
+            learner.check_neighbours(x)
         except ValueError as err:
             raise PreflightError(
                 f"{who} cannot train with the consistency regulariser r_B (lam = {lam:g}): {err}"

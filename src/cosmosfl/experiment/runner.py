@@ -399,7 +399,7 @@ def describe_parallelism(
 
 def _parameter_count(learner: Learner) -> int | None:
     """Trainable parameters of a torch client (what FedAvg would send); None otherwise."""
-    model = getattr(learner, "model", None)
+    model = learner.model if learner.capabilities.torch_model else None
     if model is None:
         return None
     return int(sum(p.numel() for p in model.parameters() if p.requires_grad))

@@ -125,16 +125,12 @@ class DataConfig:
     validation_fraction: float = 0.1
 
 
-_LEARNER_SETTINGS = ("batch_size", "lr", "distill_lr", "precision", "consistency_target")
-_LEARNER_SETTINGS += ("neighbour_bn", "eval_batch_size", "consistency_samples")
-
-
 @dataclass
 class ClientsConfig:
     parameter_constraints: ClassVar = {
         "width": Interval(float, 0, closed="neither"),
         # TorchLearner's own constraint objects: each rule is written once, in learners/torch.py.
-        **{name: LEARNER_CONSTRAINTS[name] for name in _LEARNER_SETTINGS},
+        **LEARNER_CONSTRAINTS,
         "models": Custom(
             lambda m: isinstance(m, list) or bool(m),
             "give positive fractions, e.g. {cnn: 0.5, mlp: 0.5}",

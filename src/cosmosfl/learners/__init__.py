@@ -1,6 +1,7 @@
 """Client-model contract and its implementations."""
 
 from cosmosfl.learners.base import (
+    Capabilities,
     Learner,
     accuracy_metrics,
     validate_distill_inputs,
@@ -14,6 +15,7 @@ from cosmosfl.learners.sklearn import SklearnLearner
 from cosmosfl.learners.torch import TorchLearner
 
 __all__ = [
+    "Capabilities",
     "Learner",
     "LightGBMLearner",
     "RefitLearner",

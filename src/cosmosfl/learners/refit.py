@@ -12,10 +12,11 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from cosmosfl.core.constraints import Constraint, Interval
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
 from cosmosfl.learners.training_rows import (
     MIN_TARGET_MASS,
@@ -75,10 +76,13 @@ class RefitLearner(Learner):
     (`_deterministic`); the records are those of a recomputed fit.
     """
 
-    # A subclass whose estimator ignores sample weights sets this False (see check_learner's
-    # soft_targets_matter check, which then skips with `soft_targets_reason`).
-    uses_soft_targets: bool = True
-    soft_targets_reason: str = ""
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "num_classes": Interval(int, 2),
+        "public_weight": Interval(float, 0),
+        "divergence_tolerance": Interval(float, 0, 1, note="accuracy"),
+        "max_retries": Interval(int, 0),
+        "min_target_mass": Interval(float, 0, 1, closed="left"),
+    }
 
     def __init__(
         self,
@@ -89,21 +93,11 @@ class RefitLearner(Learner):
         max_retries: int = 3,
         min_target_mass: float = MIN_TARGET_MASS,
     ) -> None:
-        if int(num_classes) < 2:
-            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
-        if not public_weight >= 0:
-            raise ValueError(f"public_weight must be >= 0, got {public_weight}")
-        if not 0 <= divergence_tolerance <= 1:
-            raise ValueError(
-                f"divergence_tolerance must be in [0, 1] (accuracy), got {divergence_tolerance}"
-            )
-        if int(max_retries) < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self.num_classes = int(num_classes)
-        self.public_weight = float(public_weight)
-        self.divergence_tolerance = float(divergence_tolerance)
-        self.max_retries = int(max_retries)
-        self.min_target_mass = float(min_target_mass)
+        self.num_classes = num_classes
+        self.public_weight = public_weight
+        self.divergence_tolerance = divergence_tolerance
+        self.max_retries = max_retries
+        self.min_target_mass = min_target_mass
         self._model: Any = None
         self._private: tuple[np.ndarray, np.ndarray] | None = None
         # The latest distilled public set (x_U, targets, weights): part of every later fit.

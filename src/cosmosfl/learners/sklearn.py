@@ -5,10 +5,12 @@ from __future__ import annotations
 import inspect
 import warnings
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from cosmosfl.core.constraints import Constraint, Custom, Interval
+from cosmosfl.learners.base import Capabilities
 from cosmosfl.learners.refit import (
     DIVERGENCE_TOLERANCE,
     MIN_TARGET_MASS,
@@ -68,6 +70,15 @@ class SklearnLearner(RefitLearner):
     next to OpenMP ones made a HistGradientBoosting refit ~20× slower).
     """
 
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "estimator": Custom(
+            lambda e: hasattr(e, "predict_proba"),
+            "use a probabilistic classifier, one with predict_proba (e.g. LogisticRegression, "
+            "RandomForestClassifier, SVC(probability=True))",
+        ),
+        "threads": Interval(int, 1, none="libraries' default"),
+    }
+
     def __init__(
         self,
         estimator: Any,
@@ -79,11 +90,6 @@ class SklearnLearner(RefitLearner):
         min_target_mass: float = MIN_TARGET_MASS,
         threads: int | None = 1,
     ) -> None:
-        if not hasattr(estimator, "predict_proba"):
-            raise TypeError(
-                f"{type(estimator).__name__} has no predict_proba; use a probabilistic classifier "
-                "(e.g. LogisticRegression, RandomForestClassifier, SVC(probability=True))"
-            )
         super().__init__(
             num_classes=num_classes,
             public_weight=public_weight,
@@ -91,24 +97,24 @@ class SklearnLearner(RefitLearner):
             max_retries=max_retries,
             min_target_mass=min_target_mass,
         )
-        if threads is not None and int(threads) < 1:
-            raise ValueError(f"threads must be >= 1 or None (libraries' default), got {threads}")
-        self.template = estimator
-        self.threads = None if threads is None else int(threads)
+        self.estimator = estimator  # the template every refit clones
+        self.threads = threads
         self._weight_key = _sample_weight_key(estimator)
         self._lr_param = _learning_rate_param(estimator)
         self._warned_weights = False
         if self._weight_key is None:
-            self.uses_soft_targets = False
-            self.soft_targets_reason = (
-                f"{_describe(estimator)} ignores sample weights: soft targets and confidence "
-                "weights are reduced to argmax labels"
+            self.capabilities = Capabilities(
+                soft_targets=False,
+                soft_targets_reason=(
+                    f"{_describe(estimator)} ignores sample weights: soft targets and confidence "
+                    "weights are reduced to argmax labels"
+                ),
             )
 
     @property
-    def estimator(self) -> Any:
+    def estimator_(self) -> Any:
         """The fitted scikit-learn estimator (trained on labels re-encoded to 0..k-1; see
-        `classes_`), or None before the first fit."""
+        `classes_`), or None before the first fit; `estimator` is the unfitted template."""
         return None if self._model is None else self._model[0]
 
     @property
@@ -117,7 +123,7 @@ class SklearnLearner(RefitLearner):
         return None if self._model is None else self._model[1]
 
     def _name(self) -> str:
-        return f"SklearnLearner({_describe(self.template)})"
+        return f"SklearnLearner({_describe(self.estimator)})"
 
     def _has_learning_rate(self) -> bool:
         return self._lr_param is not None
@@ -130,8 +136,8 @@ class SklearnLearner(RefitLearner):
         if not self._warned_weights:
             self._warned_weights = True
             warnings.warn(
-                f"{self.soft_targets_reason}; use an estimator whose fit takes sample_weight to "
-                "learn the soft targets",
+                f"{self.capabilities.soft_targets_reason}; use an estimator whose fit takes "
+                "sample_weight to learn the soft targets",
                 UserWarning,
                 stacklevel=5,
             )
@@ -140,10 +146,10 @@ class SklearnLearner(RefitLearner):
     def _deterministic(self) -> bool:
         # A refit is a fresh clone of the template: the same rows give the same model when
         # every random_state in it (also inside a Pipeline) is a fixed integer.
-        return _seeded(self.template)
+        return _seeded(self.estimator)
 
     def _settings(self) -> Any:
-        return (_describe(self.template), repr(self.template.get_params(deep=True)), self.threads)
+        return (_describe(self.estimator), repr(self.estimator.get_params(deep=True)), self.threads)
 
     def _train(
         self, x: np.ndarray, y: np.ndarray, w: np.ndarray, *, lr_scale: float, init: Any
@@ -153,7 +159,7 @@ class SklearnLearner(RefitLearner):
         classes = np.unique(y)
         if len(classes) == 1:
             return _Constant(), classes
-        est = clone(self.template)
+        est = clone(self.estimator)
         if lr_scale != 1.0 and self._lr_param is not None:
             name, value = self._lr_param
             est.set_params(**{name: value * lr_scale})

@@ -12,10 +12,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cosmosfl.core.constraints import Constraint, Interval, Options, check_parameters
+from cosmosfl.core.constraints import Constraint, Custom, Interval, Options
 from cosmosfl.core.distill import CONSISTENCY_TARGETS, consistency_loss, kl_to_targets
 from cosmosfl.data.augment import Neighbours
-from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
+from cosmosfl.learners.base import (
+    Capabilities,
+    Learner,
+    validate_distill_inputs,
+    validate_fit_inputs,
+)
 
 # Re-exported: these lived here before learners/device.py, and older code imports them here.
 from cosmosfl.learners.device import DEVICES as DEVICES
@@ -32,9 +37,10 @@ PRECISIONS = ("fp32", "bf16")
 # uses statistics of clean inputs only. Batch statistics normalise the pass either way.
 NEIGHBOUR_BN = ("update", "frozen")
 
-# What TorchLearner's settings allow, written once: the learner checks them when constructed,
-# and the config's `clients` section (experiment/schema.py) declares these same objects, so
-# `clients.lr = 0` and `TorchLearner(lr=0)` are refused by one rule.
+# What TorchLearner's settings allow, written once: the learner checks them before it is built
+# (beside three of its own, `TorchLearner.parameter_constraints`), and the config's `clients`
+# section (experiment/schema.py) declares these same objects, so `clients.lr = 0` and
+# `TorchLearner(lr=0)` are refused by one rule.
 LEARNER_CONSTRAINTS: dict[str, Constraint] = {
     "lr": Interval(float, 0, closed="neither"),
     "distill_lr": Interval(float, 0, closed="neither"),
@@ -65,7 +71,15 @@ class TorchLearner(ModelParameters, Learner):
     from the learner's own seed, so results do not depend on the order clients are served in.
     """
 
-    parameter_constraints: ClassVar[dict[str, Constraint]] = LEARNER_CONSTRAINTS
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **LEARNER_CONSTRAINTS,
+        "num_classes": Interval(int, 2, none="inferred from the model's last layer"),
+        "clip_norm": Interval(float, 0, closed="neither", none="no clipping"),
+        "channels_last": Custom(lambda v: isinstance(v, bool), "use True or False"),
+    }
+    capabilities: ClassVar[Capabilities] = Capabilities(torch_model=True, consistency=True)
+    # Augmentations are functions of (batch, generator): a clone uses the same ones.
+    shared_parameters: ClassVar[tuple[str, ...]] = ("augmentation", "train_augmentation")
 
     def __init__(
         self,
@@ -87,43 +101,34 @@ class TorchLearner(ModelParameters, Learner):
         neighbour_bn: str = "update",
         train_augmentation: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
     ) -> None:
-        check_parameters(
-            type(self),
-            {
-                "lr": lr,
-                "distill_lr": distill_lr,
-                "batch_size": batch_size,
-                "eval_batch_size": eval_batch_size,
-                "precision": precision,
-                "consistency_samples": consistency_samples,
-                "consistency_target": consistency_target,
-                "neighbour_bn": neighbour_bn,
-            },
-        )
+        # Parameters are stored as given (learners/parameters.py), except the two the engines
+        # read as the contract's attributes: the resolved device and the number of classes.
         self.device = resolve_device(device)
         self.precision = precision
         # Channels-last (NHWC) lets oneDNN / cuDNN pick faster convolution kernels.
-        self.channels_last = bool(channels_last)
+        self.channels_last = channels_last
         self.model = model.to(self.device)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.num_classes = int(num_classes) if num_classes is not None else _infer_classes(model)
         self.lr = lr
         self.distill_lr = distill_lr
-        self.batch_size = int(batch_size)
-        self.eval_batch_size = int(eval_batch_size)
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
         self.clip_norm = clip_norm
+        self.augmentation = augmentation
         # The neighbours x' of r_B: by default the paper's image augmentation for image
         # batches and a per-feature noise ball for feature vectors (data/augment.py).
-        self.augmentation = augmentation if augmentation is not None else Neighbours()
-        self.consistency_samples = int(consistency_samples)
+        self._neighbours = augmentation if augmentation is not None else Neighbours()
+        self.consistency_samples = consistency_samples
         self.consistency_target = consistency_target
         self.neighbour_bn = neighbour_bn
         # Random transformation of private training batches in `fit` (e.g. crop + flip); the
         # same for every algorithm, None = train on the images as they are.
         self.train_augmentation = train_augmentation
-        self.seed = int(seed)
-        self._generator = torch.Generator().manual_seed(self.seed)
+        self.seed = seed
+        self._generator = torch.Generator().manual_seed(int(self.seed))
+        self._contiguous_now = False  # see _small_batch_layout
         self._skip_single = _has_batchnorm(model)  # BatchNorm cannot train on one sample
 
     # -- helpers -----------------------------------------------------------------------------
@@ -132,7 +137,7 @@ class TorchLearner(ModelParameters, Learner):
 
     def _layout(self, t: torch.Tensor) -> torch.Tensor:
         if self.channels_last and t.dim() == 4:
-            if getattr(self, "_contiguous_now", False):
+            if self._contiguous_now:
                 return t.contiguous()
             return t.contiguous(memory_format=torch.channels_last)
         return t
@@ -236,45 +241,24 @@ class TorchLearner(ModelParameters, Learner):
 
         return self._run(step)
 
-    def clone(self, seed: int) -> TorchLearner:
-        """An independent copy (same weights and settings) with its own random stream."""
-        return TorchLearner(
-            copy.deepcopy(self.model),
-            num_classes=self.num_classes,
-            lr=self.lr,
-            distill_lr=self.distill_lr,
-            batch_size=self.batch_size,
-            eval_batch_size=self.eval_batch_size,
-            clip_norm=self.clip_norm,
-            augmentation=self.augmentation,
-            consistency_samples=self.consistency_samples,
-            device=self.device,
-            seed=seed,
-            precision=self.precision,
-            channels_last=self.channels_last,
-            consistency_target=self.consistency_target,
-            neighbour_bn=self.neighbour_bn,
-            train_augmentation=self.train_augmentation,
-        )
-
     def check_neighbours(self, x: np.ndarray) -> None:
         """Raise ValueError, saying what to change, when this learner cannot make r_B's
         neighbours x' of inputs like `x` (a few samples): run before training with λ > 0, so
         a mismatch fails before round 1 instead of after every client has trained."""
         sample = self._tensor(np.asarray(x)[:2])
         try:
-            out = self.augmentation(sample, torch.Generator().manual_seed(0))
+            out = self._neighbours(sample, torch.Generator().manual_seed(0))
         except (ValueError, TypeError, RuntimeError) as err:
             raise ValueError(
                 f"cannot make the neighbours x' of the consistency term r_B for inputs of shape "
                 f"{tuple(sample.shape[1:])} per sample: the augmentation "
-                f"({type(self.augmentation).__name__}) raised: {err}. Set lam=0 (no consistency "
+                f"({type(self._neighbours).__name__}) raised: {err}. Set lam=0 (no consistency "
                 "term), or give augmentation= a callable (batch, generator) -> neighbours for "
                 "this kind of input (cosmosfl.data.FeatureNoise() for feature vectors)"
             ) from None
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(sample.shape):
             raise ValueError(
-                f"the augmentation ({type(self.augmentation).__name__}) must return neighbours of "
+                f"the augmentation ({type(self._neighbours).__name__}) must return neighbours of "
                 f"the input's shape {tuple(sample.shape)}, got "
                 f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}; "
                 "fix it, or set lam=0 (no consistency term)"
@@ -348,7 +332,7 @@ class TorchLearner(ModelParameters, Learner):
         with self._frozen_bn() if self.neighbour_bn == "frozen" else contextlib.nullcontext():
             return sum(  # type: ignore[return-value]
                 consistency_loss(
-                    self.model(self._layout(self.augmentation(xb, self._generator))).float(),
+                    self.model(self._layout(self._neighbours(xb, self._generator))).float(),
                     clean,
                     wb,
                     target=self.consistency_target,

@@ -20,10 +20,11 @@ function of its own shard and public data only.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from cosmosfl.core.constraints import Constraint, Interval
 from cosmosfl.learners.base import Learner, validate_fit_inputs
 from cosmosfl.privacy.accountant import Charge, SiteAccountant
 
@@ -64,6 +65,13 @@ class SubsampleAggregateLearner(Learner):
     """A site's learner run as subsample-and-aggregate (see the module doc)."""
 
     mechanism = "subsample-aggregate"
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "shards": Interval(int, 1),
+        "noise_multiplier": Interval(float, 0),
+        "student_epochs": Interval(int, 1),
+    }
+    # A clone is charged to the same site accountant.
+    shared_parameters: ClassVar[tuple[str, ...]] = ("accountant",)
 
     def __init__(
         self,
@@ -76,17 +84,24 @@ class SubsampleAggregateLearner(Learner):
         seed: int,
         student_epochs: int = 10,
     ) -> None:
-        self.student = learner
-        self.copies = [copy.deepcopy(learner) for _ in range(int(shards))]
-        self.public_x = np.asarray(public_x)
+        self.learner = learner
+        self.public_x = public_x
         self.accountant = accountant
-        self.noise_multiplier = float(noise_multiplier)
-        self.sigma = self.noise_multiplier * vote_sensitivity(len(self.public_x))
-        self.seed = int(seed)
-        self.student_epochs = int(student_epochs)
+        self.shards = shards
+        self.noise_multiplier = noise_multiplier
+        self.seed = seed
+        self.student_epochs = student_epochs
+        self._public_x = np.asarray(public_x)
+        self.copies = [copy.deepcopy(learner) for _ in range(shards)]
+        self.sigma = float(noise_multiplier) * vote_sensitivity(len(self._public_x))
         self.num_classes = learner.num_classes
-        self._rng = np.random.default_rng(self.seed % 2**32)
+        self._rng = np.random.default_rng(int(seed) % 2**32)
         self._release: np.ndarray | None = None  # the last release, until the student moves on
+
+    @property
+    def student(self) -> Learner:
+        """The site's learner itself, fitted on U to the releases (module doc)."""
+        return self.learner
 
     def shard_votes(self, x: np.ndarray, y: np.ndarray, epochs: int) -> np.ndarray:
         """Train each copy on its shard of (x, y); their (shards, |U|) class votes on U."""
@@ -96,7 +111,7 @@ class SubsampleAggregateLearner(Learner):
             idx = np.flatnonzero(shard == s)
             if len(idx):
                 learner.fit(x[idx], y[idx], epochs=epochs)
-                votes.append(learner.predict_proba(self.public_x).argmax(axis=1))
+                votes.append(learner.predict_proba(self._public_x).argmax(axis=1))
         return np.asarray(votes, dtype=np.int64)
 
     def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
@@ -107,13 +122,13 @@ class SubsampleAggregateLearner(Learner):
             return self.accountant.ledger(refused=True)
         hist = vote_histogram(self.shard_votes(x, y, epochs), self.num_classes)
         release = noisy_release(hist, self.sigma, self._rng)
-        metrics = self.student.distill(self.public_x, release, epochs=self.student_epochs)
+        metrics = self.student.distill(self._public_x, release, epochs=self.student_epochs)
         self._release = release
         loss = {"loss": float(metrics["kl"])} if "kl" in metrics else {}  # the student's fit
         return {**loss, **self.accountant.ledger(refused=False)}
 
     def _is_public(self, x: np.ndarray) -> bool:
-        return x.shape == self.public_x.shape and bool(np.array_equal(x, self.public_x))
+        return x.shape == self._public_x.shape and bool(np.array_equal(x, self._public_x))
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """On U after a fit: the release itself; anywhere else: the student."""

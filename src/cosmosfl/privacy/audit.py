@@ -33,7 +33,7 @@ from cosmosfl.experiment.config import ExperimentConfig
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.private_clients import privatise_clients
 from cosmosfl.experiment.runner import run_built
-from cosmosfl.learners.base import Learner
+from cosmosfl.learners.base import Capabilities, Learner
 from cosmosfl.privacy.attack import attack_summary
 from cosmosfl.privacy.settings import PrivacyConfig
 
@@ -56,6 +56,13 @@ class ReleaseRecorder(Learner):
         if learner is None:
             raise AttributeError(name)
         return getattr(learner, name)
+
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        return self.learner.capabilities
+
+    def check_neighbours(self, x: np.ndarray) -> None:
+        self.learner.check_neighbours(x)
 
     def fit(self, x: np.ndarray, y: np.ndarray, *, epochs: int = 1) -> dict[str, float]:
         return self.learner.fit(x, y, epochs=epochs)

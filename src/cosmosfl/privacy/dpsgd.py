@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cosmosfl.learners.base import Learner, validate_fit_inputs
+from cosmosfl.core.constraints import Constraint, Interval
+from cosmosfl.learners.base import Capabilities, Learner, validate_fit_inputs
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.privacy.accountant import Charge, SiteAccountant
 from cosmosfl.privacy.deps import require
@@ -35,6 +36,13 @@ class DPSGDLearner(Learner):
     """A TorchLearner whose `fit` is DP-SGD; everything else is the wrapped learner's."""
 
     mechanism = "dpsgd"
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "noise_multiplier": Interval(float, 0),
+        "max_grad_norm": Interval(float, 0, closed="neither"),
+    }
+    capabilities: ClassVar[Capabilities] = TorchLearner.capabilities
+    # A clone (a model slot) is charged to the same site accountant.
+    shared_parameters: ClassVar[tuple[str, ...]] = ("accountant",)
 
     def __init__(
         self,
@@ -50,10 +58,10 @@ class DPSGDLearner(Learner):
             inner.model = validator.fix(inner.model).to(inner.device)
         self.inner = inner
         self.accountant = accountant
-        self.noise_multiplier = float(noise_multiplier)
-        self.max_grad_norm = float(max_grad_norm)
+        self.noise_multiplier = noise_multiplier
+        self.max_grad_norm = max_grad_norm
         self.num_classes = inner.num_classes
-        self._generator = torch.Generator().manual_seed(inner.seed ^ 0x5D9)
+        self._generator = torch.Generator().manual_seed(int(inner.seed) ^ 0x5D9)
         # Opacus's own RDP accountant sees every step it takes (tests compare it with ours).
         self.opacus_accountant = opacus.accountants.RDPAccountant()
 
@@ -141,14 +149,8 @@ class DPSGDLearner(Learner):
     def evaluate(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         return self.inner.evaluate(x, y)
 
-    def clone(self, seed: int) -> DPSGDLearner:
-        """A copy for a model slot, charged to the same site accountant."""
-        return DPSGDLearner(
-            self.inner.clone(seed),
-            self.accountant,
-            noise_multiplier=self.noise_multiplier,
-            max_grad_norm=self.max_grad_norm,
-        )
+    def check_neighbours(self, x: np.ndarray) -> None:
+        self.inner.check_neighbours(x)
 
     def get_state(self) -> dict[str, Any]:
         return {

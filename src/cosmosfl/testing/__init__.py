@@ -151,8 +151,8 @@ def check_learner(
     sample; the same seed gives the same predictions after `fit` and `distill` whatever the
     global random state; `distill` (with and without weights) moves predictions toward its
     targets; `distill` with lam=5 (the consistency term) runs on these inputs; the soft mass of
-    the targets matters, not only their argmax (skipped for a learner whose
-    `uses_soft_targets` is False, with its `soft_targets_reason`); what `distill` taught
+    the targets matters, not only their argmax (skipped for a learner whose `capabilities`
+    declare `soft_targets=False`, with their `soft_targets_reason`); what `distill` taught
     survives the next `fit`; the state from `get_state` restores the predictions and the
     continuation (as resuming a run needs) and pickles, also after `distill`; column j of
     `predict_proba` is class j (a planted class permutation; training data missing a class);

@@ -111,8 +111,9 @@ def _check_distill_uses_weights(
     if n < 4:
         raise _Skipped("needs at least 4 public samples")
     base = _fitted(make, data, seed, epochs)
-    if getattr(base, "uses_soft_targets", True) is False:  # it says it uses only the argmax
-        raise _Skipped(getattr(base, "soft_targets_reason", "the learner ignores weights"))
+    declared = base.capabilities
+    if not declared.soft_targets:  # it says it uses only the argmax
+        raise _Skipped(declared.soft_targets_reason or "the learner ignores weights")
     targets = _shifted_targets(base.predict_proba(data.public))
     # the second half's targets point elsewhere, so weighting them down changes the optimum
     half = n // 2

@@ -56,9 +56,10 @@ def _check_soft_targets_matter(
     make, data: _Data, *, seed: int, epochs: int, distill_epochs: int
 ) -> None:
     probe = make(seed)
-    if getattr(probe, "uses_soft_targets", True) is False:
+    declared = probe.capabilities
+    if not declared.soft_targets:
         raise _Skipped(
-            getattr(probe, "soft_targets_reason", "")
+            declared.soft_targets_reason
             or "the learner declares that it uses only the targets' argmax"
         )
     after = {}
@@ -76,7 +77,8 @@ def _check_soft_targets_matter(
             "only the targets' argmax, and the teacher's knowledge in the other classes is "
             "lost. Fit the whole target distribution (minimise KL(targets || predictions), or "
             "train on one copy per class weighted by targets[:, c]); if the learner cannot, "
-            "set its attributes uses_soft_targets = False and soft_targets_reason = '...' so "
+            "declare it: capabilities = Capabilities(soft_targets=False, "
+            "soft_targets_reason='...') on the class (cosmosfl.learners.Capabilities), so "
             "this check is skipped with that reason"
         )
 

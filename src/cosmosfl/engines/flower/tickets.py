@@ -41,7 +41,7 @@ class LazyReplies(Mapping[int, protocol.Reply]):
 
 
 def server_eval_item(learner: Learner, split: str = "test") -> codec.ServerEval | None:
-    model = getattr(learner, "model", None)
+    model = learner.model if learner.capabilities.torch_model else None
     spec = build_spec(model) if model is not None else None
     if spec is None:
         return None
