@@ -8,7 +8,8 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower engine needs `pip install .[flower]`")
 
 from cosmosfl.apps.flower import client_app
-from cosmosfl.experiment import build
+from cosmosfl.data import prepare
+from cosmosfl.experiment import client_builder
 from cosmosfl.experiment.build import build_experiment
 from cosmosfl.experiment.config import load_config
 
@@ -20,7 +21,7 @@ def test_a_node_prepares_only_its_own_partition_and_U(tmp_path, monkeypatch) -> 
     full = build_experiment(cfg)
     prepared: list[int] = []
     built: list[int] = []
-    real_prepare, real_client = build.prepare_images, build.Client
+    real_prepare, real_client = prepare.prepare_images, client_builder.Client
 
     def spy_prepare(x, mean, std):  # type: ignore[no-untyped-def]
         prepared.append(len(x))
@@ -30,8 +31,10 @@ def test_a_node_prepares_only_its_own_partition_and_U(tmp_path, monkeypatch) -> 
         built.append(cid)
         return real_client(cid, *args, **kwargs)
 
-    monkeypatch.setattr(build, "prepare_images", spy_prepare)
-    monkeypatch.setattr(build, "Client", spy_client)
+    # The standardiser (data/prepare.py) and the one client builder (client_builder.py) are
+    # where every node's images are prepared and its client made.
+    monkeypatch.setattr(prepare, "prepare_images", spy_prepare)
+    monkeypatch.setattr(client_builder, "Client", spy_client)
     monkeypatch.setattr(client_app, "_CLIENTS", {})
     client, _ = client_app.load_client(settings_for(cfg), 2, str(tmp_path))
 
