@@ -277,6 +277,7 @@ def test_load_config_takes_a_mapping_with_overrides_and_data_dir_last(tmp_path):
     assert raw == {"rounds": 3, "data": {"data_dir": "ignored"}}  # the caller's dict untouched
     # --data-dir wins over an override of the same key, as the CLI always had it
     assert load_config(None, ["data.data_dir=a"], data_dir="b").data.data_dir == "b"
+    assert load_config(data_dir="my data: #2").data.data_dir == "my data: #2"  # not YAML
     # a file and the same settings as a mapping give the same config
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(raw))

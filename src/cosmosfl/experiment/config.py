@@ -175,14 +175,15 @@ def load_config(
     """The one way in to a config: read a YAML file (`path`; a mapping: the config itself;
     None: the defaults), apply `key=value` overrides and `data_dir` (`data.data_dir`), then
     check every section and build the algorithm once (`cfg.algorithm`)."""
-    if data_dir is not None:
-        overrides = [*(overrides or []), f"data.data_dir={data_dir}"]
     if isinstance(path, Mapping):
         raw: Any = apply_overrides(dict(path), overrides) if overrides else path
     else:  # a file's YAML, copied through sorted YAML as overrides are applied
         raw = apply_overrides(read_config_file(path) if path is not None else {}, overrides or [])
     if not isinstance(raw, dict):
         raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
+    if data_dir is not None and isinstance(raw.get("data") or {}, dict):
+        # Last, over any override; as given, not read as YAML (a path may hold ': ' or ' #').
+        raw = {**raw, "data": {**(raw.get("data") or {}), "data_dir": str(data_dir)}}
     check_keys(raw, "the config")
     unknown = sorted(set(raw) - set(TOP_LEVEL))
     if unknown:
