@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosmosfl.cli.main import _load, build_parser, main, parse_args
+from cosmosfl.cli.main import build_parser, main, parse_args
+from cosmosfl.cli.options import config_args
+from cosmosfl.experiment.config import load_config
 from cosmosfl.testing import CHECKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,7 +259,11 @@ def test_flower_tls_tutorial(flower_tutorial, capsys):
         elif line.startswith("cosmosfl flower local"):
             # a deployment: run by the slow test below; here parsed and its config validated
             args = parse_args(build_parser(), shlex.split(line)[1:])
-            assert args.tls and args.supernode_auth and _load(args).data.num_clients == 2
+            assert (
+                args.tls
+                and args.supernode_auth
+                and load_config(**config_args(args)).data.num_clients == 2
+            )
             seen.add("local")
         elif line.startswith("cosmosfl "):
             code, _, err = cosmosfl_in_process(line, capsys)

@@ -268,3 +268,35 @@ def test_a_rule_shared_with_torch_learner_is_one_constraint_object():
         config_from_dict({"clients": {"distill_lr": 0}})
     with pytest.raises(ValueError, match=r"^distill_lr must be > 0, got 0$"):
         TorchLearner(torch.nn.Linear(2, 2), num_classes=2, distill_lr=0)
+
+
+def test_load_config_takes_a_mapping_with_overrides_and_data_dir_last(tmp_path):
+    raw = {"rounds": 3, "data": {"data_dir": "ignored"}}
+    cfg = load_config(raw, ["seed=5"], data_dir=tmp_path)
+    assert (cfg.rounds, cfg.seed, cfg.data.data_dir) == (3, 5, str(tmp_path))
+    assert raw == {"rounds": 3, "data": {"data_dir": "ignored"}}  # the caller's dict untouched
+    # --data-dir wins over an override of the same key, as the CLI always had it
+    assert load_config(None, ["data.data_dir=a"], data_dir="b").data.data_dir == "b"
+    assert load_config(data_dir="my data: #2").data.data_dir == "my data: #2"  # not YAML
+    # a file and the same settings as a mapping give the same config
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert dump_config(load_config(path, ["seed=5"])) == dump_config(load_config(raw, ["seed=5"]))
+
+
+@pytest.mark.parametrize("raw", [None, [], "rounds: 3"])
+def test_a_config_that_is_not_a_mapping_is_refused_not_taken_for_the_defaults(raw):
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        config_from_dict(raw)
+
+
+def test_a_runs_copy_sets_only_the_injected_fields_the_algorithm_has():
+    def factory(shape, num_classes, seed):
+        raise AssertionError("not built here")
+
+    cosmos = config_from_dict({}).algorithm
+    copy = cosmos.fresh(server_learner=factory, public_probe=None)
+    assert copy is not cosmos.built and copy.server_learner is factory
+    assert copy.public_probe is cosmos.built.public_probe  # None: left as it is
+    local = config_from_dict({"algorithm": {"name": "local"}}).algorithm
+    assert not hasattr(local.fresh(server_learner=factory), "server_learner")

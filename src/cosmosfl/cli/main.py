@@ -12,7 +12,13 @@ from typing import Any
 
 from cosmosfl import __version__
 from cosmosfl.cli import batch, presets, report
-from cosmosfl.cli.options import add_config_args, add_tracking_args, tracking_overrides
+from cosmosfl.cli.options import (
+    add_config_args,
+    add_tracking_args,
+    config_args,
+    tracking_overrides,
+)
+from cosmosfl.experiment.config import load_config
 from cosmosfl.experiment.preflight import PreflightError
 
 EPILOG = """examples:
@@ -107,15 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace):
-    from cosmosfl.experiment.config import load_config
-
-    overrides = list(args.overrides) + tracking_overrides(args)
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
-    return load_config(presets.config_source(args), overrides)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from cosmosfl.engines.progress import format_kb
     from cosmosfl.experiment.errors import ConfigError
@@ -135,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         out = Path(args.resume)
     else:
-        cfg = _load(args)
+        cfg = load_config(**config_args(args))
         default = Path("runs") / f"{cfg.algorithm['name']}-seed{cfg.seed}"
         out = Path(args.out) if args.out else default
     try:
@@ -187,7 +184,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _resume_tracker(args: argparse.Namespace):
     """With --tensorboard / --mlflow on --resume: the run's own tracking, those set over it."""
-    from cosmosfl.experiment.config import load_config
     from cosmosfl.experiment.rundir import CONFIG
     from cosmosfl.experiment.tracking import make_tracker
 
@@ -201,26 +197,26 @@ def _resume_tracker(args: argparse.Namespace):
 def cmd_partition(args: argparse.Namespace) -> int:
     from cosmosfl.cli import partition
 
-    return partition.run(args, _load(args))
+    return partition.run(args, load_config(**config_args(args)))
 
 
 def cmd_flower(args: argparse.Namespace) -> int:
     from cosmosfl.cli import flower
 
-    return flower.run(args, _load(args))
+    return flower.run(args, load_config(**config_args(args)))
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from cosmosfl.cli import audit
 
-    return audit.run(args, _load(args))
+    return audit.run(args, load_config(**config_args(args)))
 
 
 def cmd_show_config(args: argparse.Namespace) -> int:
     from cosmosfl.experiment.config import dump_config
     from cosmosfl.experiment.runner import describe_parallelism
 
-    cfg = _load(args)
+    cfg = load_config(**config_args(args))
     print(dump_config(cfg), end="")
     print(f"# on this machine: {describe_parallelism(cfg)}")  # what workers: auto resolves to
     for notice in cfg.notices:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from cosmosfl.cli import presets
 
@@ -20,6 +21,16 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
         metavar="key=value",
         help="override config values, e.g. rounds=3 algorithm.target_clusters=4",
     )
+
+
+def config_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The config the options name, as `load_config`'s arguments: --config's file or
+    --preset's, the key=value overrides with --tensorboard / --mlflow, and --data-dir."""
+    return {
+        "path": presets.config_source(args),
+        "overrides": [*args.overrides, *tracking_overrides(args)],
+        "data_dir": args.data_dir or None,
+    }
 
 
 def add_tracking_args(p: argparse.ArgumentParser) -> None:

@@ -48,11 +48,13 @@ class AlgorithmSection(Mapping[str, Any]):
         return self._built
 
     def fresh(self, **injected: Any) -> Algorithm | Centralized:
-        """A copy of the validated algorithm for one run, with `injected` fields set (the
-        server-model factory, a probe): a copy, so neither built nor checked again."""
+        """A copy of the validated algorithm for one run, with the `injected` fields it has set
+        (the server-model factory, a probe; None: left as it is): a copy, so neither built nor
+        checked again."""
         algorithm = copy.deepcopy(self._built)
         for key, value in injected.items():
-            setattr(algorithm, key, value)
+            if value is not None and hasattr(algorithm, key):
+                setattr(algorithm, key, value)
         return algorithm
 
     def __getitem__(self, key: str) -> Any:
@@ -173,7 +175,7 @@ def _renamed_keys(cls: type, name: str, raw: dict[str, Any]) -> dict[str, Any]:
         warnings.warn(
             f"algorithm.{key} of {name} is deprecated; use algorithm.{new} (same meaning)",
             DeprecationWarning,
-            stacklevel=4,  # _renamed_keys <- validate_algorithm <- config_from_dict <- caller
+            stacklevel=4,  # _renamed_keys <- validate_algorithm <- load_config <- caller
         )
         out[new] = value
     return out

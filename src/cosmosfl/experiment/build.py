@@ -3,9 +3,9 @@
 Building is kept apart from running (runner.py) so that whoever only needs the parties — a
 Flower node building its own client, a benchmark training round-1 labels — imports none of
 the run machinery (engines, checkpoints, run directories, tracking). How each part is made
-(the `Experiment` record, a client's learner, the algorithm) is in parts.py, and a client in
-client_builder.py, both shared with the sites' build (sites.py), to which `build_experiment`
-hands a config with `sites.public` set.
+(the `Experiment` record, a client's learner, the settings server models share) is in parts.py,
+and a client in client_builder.py, both shared with the sites' build (sites.py), to which
+`build_experiment` hands a config with `sites.public` set.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ from cosmosfl.experiment.client_builder import build_client
 from cosmosfl.experiment.config import ExperimentConfig, reference_runs
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
-from cosmosfl.experiment.parts import Experiment, make_algorithm
+from cosmosfl.experiment.parts import Experiment, shared_learner_options
 
 # The parts of an experiment, made the same way for sites (sites.py); importable from here too.
 from cosmosfl.experiment.parts import make_learner as make_learner
 from cosmosfl.experiment.parts import validation_holdout as validation_holdout
 from cosmosfl.experiment.private_clients import privatise_clients
+from cosmosfl.experiment.server_models import server_learner_for
 
 
 def client_model_specs(
@@ -166,7 +167,17 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     probe = (
         public_probe(dataset.y_train[part.public], part) if part.class_groups is not None else None
     )
-    algorithm = make_algorithm(cfg, natural=bool(dataset.natural), public_probe=probe)
+    # The run's copy of the algorithm built when the config was read, with its server models
+    # for this data (photos: flips keep labels) and the U probe.
+    algorithm = cfg.algorithm.fresh(
+        server_learner=server_learner_for(
+            cfg.algorithm.built,
+            cfg.device,
+            natural=bool(dataset.natural),
+            learner_options=shared_learner_options(cfg),
+        ),
+        public_probe=probe,
+    )
     public_x = prepare(dataset.x_train[part.public])
     privacy = privatise_clients(cfg.privacy, built, public_x, algorithm, cfg.rounds, cfg.seed)
     return Experiment(cfg, dataset, part, built, public_x, algorithm, names, privacy=privacy)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,46 +98,10 @@ def _build(cls: type, raw: Any, where: str, **built: Any) -> Any:
 
 
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
-    """Validate a plain dict (e.g. parsed YAML) into an ExperimentConfig."""
-    if not isinstance(raw, dict):
+    """Validate a plain dict (e.g. parsed YAML) into an ExperimentConfig: `load_config(raw)`."""
+    if not isinstance(raw, dict):  # e.g. an empty YAML document (None): not the defaults
         raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
-    check_keys(raw, "the config")
-    unknown = sorted(set(raw) - set(TOP_LEVEL))
-    if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
-    algorithm = raw.get("algorithm") or {}
-    if isinstance(algorithm, dict) and "name" not in algorithm:
-        algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
-    # Built and checked once, here; runs take copies of it (AlgorithmSection.fresh).
-    section = validate_algorithm(algorithm)
-    top = _build(
-        ExperimentConfig,
-        {k: v for k, v in raw.items() if k in RUN_SETTINGS},
-        "config",
-        algorithm=section,
-    )
-    top.faults = _build(FaultConfig, raw.get("faults"), "faults")
-    top.data = _build(DataConfig, raw.get("data"), "data")
-    top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
-    top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
-    top.sites = _build(SitesConfig, raw.get("sites"), "sites")
-    top.privacy = _build(PrivacyConfig, raw.get("privacy"), "privacy")
-    if top.sites.files:  # one client per site file
-        given = (raw.get("data") or {}).get("num_clients")
-        if given is not None and given != len(top.sites.files):
-            raise ConfigError(
-                f"data.num_clients = {given} and sites.files lists {len(top.sites.files)} "
-                "sites; leave num_clients out (it follows the files)"
-            )
-        top.data.num_clients = len(top.sites.files)
-    if isinstance(top.clients.models, dict):
-        # By name, as a mapping read from a file already is (apply_overrides round-trips it
-        # through sorted YAML): the same mix then gives the same clients whether it came from a
-        # file, an override or a run directory's config.yaml (which resume rebuilds from).
-        top.clients.models = dict(sorted(top.clients.models.items()))
-    top.notices = changed_default_notices(algorithm)
-    check_values(top)
-    return top
+    return load_config(raw)
 
 
 def check_values(cfg: ExperimentConfig) -> None:
@@ -202,11 +167,60 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def load_config(
-    path: str | Path | None = None, overrides: list[str] | None = None
+    path: str | Path | Mapping[str, Any] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    data_dir: str | Path | None = None,
 ) -> ExperimentConfig:
-    """Read a YAML config (or start from the defaults), apply overrides, validate."""
-    raw = read_config_file(path) if path is not None else {}
-    return config_from_dict(apply_overrides(raw, overrides or []))
+    """The one way in to a config: read a YAML file (`path`; a mapping: the config itself;
+    None: the defaults), apply `key=value` overrides and `data_dir` (`data.data_dir`), then
+    check every section and build the algorithm once (`cfg.algorithm`)."""
+    if isinstance(path, Mapping):
+        raw: Any = apply_overrides(dict(path), overrides) if overrides else path
+    else:  # a file's YAML, copied through sorted YAML as overrides are applied
+        raw = apply_overrides(read_config_file(path) if path is not None else {}, overrides or [])
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
+    if data_dir is not None and isinstance(raw.get("data") or {}, dict):
+        # Last, over any override; as given, not read as YAML (a path may hold ': ' or ' #').
+        raw = {**raw, "data": {**(raw.get("data") or {}), "data_dir": str(data_dir)}}
+    check_keys(raw, "the config")
+    unknown = sorted(set(raw) - set(TOP_LEVEL))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL)}")
+    algorithm = raw.get("algorithm") or {}
+    if isinstance(algorithm, dict) and "name" not in algorithm:
+        algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
+    # Built and checked once, here; runs take copies of it (AlgorithmSection.fresh).
+    section = validate_algorithm(algorithm)
+    top = _build(
+        ExperimentConfig,
+        {k: v for k, v in raw.items() if k in RUN_SETTINGS},
+        "config",
+        algorithm=section,
+    )
+    top.faults = _build(FaultConfig, raw.get("faults"), "faults")
+    top.data = _build(DataConfig, raw.get("data"), "data")
+    top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
+    top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
+    top.sites = _build(SitesConfig, raw.get("sites"), "sites")
+    top.privacy = _build(PrivacyConfig, raw.get("privacy"), "privacy")
+    if top.sites.files:  # one client per site file
+        given = (raw.get("data") or {}).get("num_clients")
+        if given is not None and given != len(top.sites.files):
+            raise ConfigError(
+                f"data.num_clients = {given} and sites.files lists {len(top.sites.files)} "
+                "sites; leave num_clients out (it follows the files)"
+            )
+        top.data.num_clients = len(top.sites.files)
+    if isinstance(top.clients.models, dict):
+        # By name, as a mapping read from a file already is (apply_overrides round-trips it
+        # through sorted YAML): the same mix then gives the same clients whether it came from a
+        # file, an override or a run directory's config.yaml (which resume rebuilds from).
+        top.clients.models = dict(sorted(top.clients.models.items()))
+    top.notices = changed_default_notices(algorithm)
+    check_values(top)
+    return top
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

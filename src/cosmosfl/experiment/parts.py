@@ -1,6 +1,7 @@
 """The parts an experiment is made of, and how each is made from a config: the `Experiment`
 record, a client's learner from its model spec (`make_learner`), a client's validation slice,
-and the algorithm (or reference run) with its injected server models (`make_algorithm`).
+and the TorchLearner settings that server models share with the clients
+(`shared_learner_options`). A run's copy of the algorithm is `cfg.algorithm.fresh(...)`.
 
 Shared by the two ways of building an experiment: one partitioned dataset (build.py) and sites
 that bring their own files (sites.py); neither imports the other for these.
@@ -8,7 +9,6 @@ that bring their own files (sites.py); neither imports the other for these.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,6 @@ from cosmosfl.data import Dataset, Partition, default_augmentation, train_augmen
 from cosmosfl.experiment.config import ExperimentConfig
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, resolve
-from cosmosfl.experiment.server_models import server_learner_for
 from cosmosfl.learners.base import Learner
 from cosmosfl.learners.torch import TorchLearner
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE, build_model_for, model_inputs
@@ -136,7 +135,7 @@ def torch_learner(
             if c.train_augmentation and dataset.kind == "images"
             else None
         ),
-        **_shared_learner_options(cfg),
+        **shared_learner_options(cfg),
     )
 
 
@@ -167,7 +166,7 @@ def as_learner(
     )
 
 
-def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
+def shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
     """TorchLearner settings from the `clients` section that server models share (`simulate`
     has no such section: its server models take TorchLearner's defaults)."""
     c = cfg.clients
@@ -179,24 +178,6 @@ def _shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
         "consistency_target": c.consistency_target,
         "neighbour_bn": c.neighbour_bn,
     }
-
-
-def make_algorithm(
-    cfg: ExperimentConfig, *, natural: bool, public_probe: Callable[..., Any] | None = None
-) -> Algorithm | Centralized:
-    """A run's copy of the config's algorithm (built and checked when the config was read),
-    with its server models for the data (`natural`: photos, whose flips keep labels; the
-    `clients` section's TorchLearner settings) and the optional U probe."""
-    built = cfg.algorithm.built
-    injected: dict[str, Any] = {}
-    server_learner = server_learner_for(
-        built, cfg.device, natural=natural, learner_options=_shared_learner_options(cfg)
-    )
-    if server_learner is not None:
-        injected["server_learner"] = server_learner
-    if hasattr(built, "public_probe") and public_probe is not None:
-        injected["public_probe"] = public_probe
-    return cfg.algorithm.fresh(**injected)
 
 
 def validation_holdout(

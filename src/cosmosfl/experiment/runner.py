@@ -88,26 +88,56 @@ def run_experiment(
     tracker: Tracker | None = None,
     strict: bool = False,
     callbacks: Sequence[RoundCallback] = (),
+    checkpoint: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run a config end to end; with `out`, write the run directory as rounds complete, and a
     checkpoint after every round (see `resume_experiment`). `tracker` (default: the one
     cfg.tracking asks for) receives every round record. `strict` (the CLI's `--strict`): a
     rejected reply or a degenerate client model (experiment/health.py) stops the run; without
     it they are recorded (and degenerate models flagged in summary.json). `callbacks`: more
-    round callbacks (loop.py), run after the checkpoint and before the run directory's."""
+    round callbacks (loop.py), run after the checkpoint and before the run directory's.
+    `checkpoint`: the state of the interrupted run in `out` to continue from (what
+    `resume_experiment` loads and checks)."""
     run_dir = RunDirectory(Path(out)) if out is not None else None
-    if run_dir is not None:  # a run, or the user's own files, there: refused before any work
-        run_dir.check_free(force=force)
+    if run_dir is not None and checkpoint is None:
+        run_dir.check_free(force=force)  # a run, or the user's own files: refused before work
     with torch_threads(_driver_threads(cfg, engine)):
-        return _execute(
-            cfg,
-            run_dir,
-            progress,
-            force=force,
-            engine=engine,
-            tracker=tracker,
-            strict=strict,
-            callbacks=callbacks,
+        start = time.perf_counter()
+        if tracker is None:  # a missing tracking package fails here, before any work
+            tracker = make_tracker(cfg.tracking, default_run_name(cfg, run_dir and run_dir.path))
+        # Everything is validated before the run directory is touched. Sites on another engine
+        # (Flower) build their own clients: the server opens no site's file, only U.
+        remote_sites = engine is not None and cfg.sites.public is not None
+        exp = build_experiment(cfg, clients=[] if remote_sites else None)
+        if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
+            raise CheckpointError(
+                f"{cfg.algorithm.name} is a reference run without checkpoints; rerun it"
+            )
+        reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
+        done = list(checkpoint["records"]) if checkpoint is not None else []
+        run_directory = RunDirectoryCallback(
+            run_dir, cfg, force=force, resuming=checkpoint is not None
+        )
+        header = Header(exp, reporter)
+        tracking = TrackerCallback(tracker, cfg, run_dir, done)
+        if not isinstance(exp.algorithm, Algorithm):  # a reference run: not a federation
+            return _run_reference(
+                exp, reporter, run_dir, tracker, [run_directory, header, tracking], start
+            )
+        health = HealthCheck(exp, strict, reporter, in_process=engine is None)
+        checkpoints = Checkpointer(run_dir, exp, in_process=engine is None)
+        return run_loop(
+            exp.algorithm,
+            cfg.rounds,
+            reporter=reporter,
+            # In this order. The checkpoint (which holds every record so far) is written before
+            # the record is appended to metrics.jsonl: killed between the two, the folder holds a
+            # checkpoint ahead of metrics.jsonl, and --resume rewrites the file from it; never a
+            # record without a checkpoint that holds it. The caller's callbacks (the Flower
+            # ServerApp's summary fields) add to the summary before summary.json is written.
+            callbacks=[health, checkpoints, *callbacks, run_directory, header, tracking],
+            summarize=lambda result: _summary(exp, result, start, health.degenerate),
+            **_engine_hooks(exp, reporter, run_dir, checkpoint, engine, strict),
         )
 
 
@@ -157,8 +187,9 @@ def resume_experiment(
             f"{config_path} differs from the config the checkpoint was made with; "
             "restore it, or start a new run"
         )
-    with torch_threads(_driver_threads(cfg, None)):
-        return _execute(cfg, run_dir, progress, checkpoint=state, tracker=tracker, strict=strict)
+    return run_experiment(
+        cfg, run_dir.path, progress=progress, tracker=tracker, strict=strict, checkpoint=state
+    )
 
 
 def _same_experiment(config_text: str, cfg: ExperimentConfig) -> bool:
@@ -182,55 +213,6 @@ def resumable(out: str | Path, cfg: ExperimentConfig) -> bool:
         return False
     config_path = path / CONFIG
     return config_path.is_file() and _same_experiment(config_path.read_text(), cfg)
-
-
-def _execute(
-    cfg: ExperimentConfig,
-    run_dir: RunDirectory | None,
-    progress: bool | Reporter,
-    *,
-    force: bool = False,
-    checkpoint: dict[str, Any] | None = None,
-    engine: EngineFactory | None = None,
-    tracker: Tracker | None = None,
-    strict: bool = False,
-    callbacks: Sequence[RoundCallback] = (),
-) -> RunResult:
-    start = time.perf_counter()
-    if tracker is None:  # a missing tracking package fails here, before any work
-        tracker = make_tracker(cfg.tracking, default_run_name(cfg, run_dir and run_dir.path))
-    # Everything is validated before the run directory is touched. Sites on another engine
-    # (Flower) build their own clients: the server opens no site's file, only U.
-    remote_sites = engine is not None and cfg.sites.public is not None
-    exp = build_experiment(cfg, clients=[] if remote_sites else None)
-    if checkpoint is not None and not isinstance(exp.algorithm, Algorithm):
-        raise CheckpointError(
-            f"{cfg.algorithm.name} is a reference run without checkpoints; rerun it"
-        )
-    reporter = progress if isinstance(progress, Reporter) else make_reporter(bool(progress))
-    done = list(checkpoint["records"]) if checkpoint is not None else []
-    run_directory = RunDirectoryCallback(run_dir, cfg, force=force, resuming=checkpoint is not None)
-    header = Header(exp, reporter)
-    tracking = TrackerCallback(tracker, cfg, run_dir, done)
-    if not isinstance(exp.algorithm, Algorithm):  # a reference run: not a federation
-        return _run_reference(
-            exp, reporter, run_dir, tracker, [run_directory, header, tracking], start
-        )
-    health = HealthCheck(exp, strict, reporter, in_process=engine is None)
-    checkpoints = Checkpointer(run_dir, exp, in_process=engine is None)
-    return run_loop(
-        exp.algorithm,
-        cfg.rounds,
-        reporter=reporter,
-        # In this order. The checkpoint (which holds every record so far) is written before
-        # the record is appended to metrics.jsonl: killed between the two, the folder holds a
-        # checkpoint ahead of metrics.jsonl, and --resume rewrites the file from it; never a
-        # record without a checkpoint that holds it. The caller's callbacks (the Flower
-        # ServerApp's summary fields) add to the summary before summary.json is written.
-        callbacks=[health, checkpoints, *callbacks, run_directory, header, tracking],
-        summarize=lambda result: _summary(exp, result, start, health.degenerate),
-        **_engine_hooks(exp, reporter, run_dir, checkpoint, engine, strict),
-    )
 
 
 def _run_reference(

@@ -205,7 +205,6 @@ def build_site_client(
     a partition-mode client with that id is; under privacy (the site's settings over the
     run's) its learner behind its mechanism, what was chosen appended to `notes`."""
     from cosmosfl.experiment.client_builder import build_client
-    from cosmosfl.experiment.parts import make_algorithm
 
     site = Site(**{**site.__dict__, "id": site_id})
     privacy, refusal = site_settings(cfg, site.privacy, f"site {site_id} ({site.where})")
@@ -215,8 +214,10 @@ def build_site_client(
     every = np.arange(len(ds.y_train)), np.arange(len(ds.y_test))
     client = build_client(cfg, site_id, site.model, ds, *every, public.prepare)
     client.public_x = public.x
-    algorithm = make_algorithm(cfg, natural=False) if privacy.enabled else None
-    lines = privatise_clients(privacy, [client], public.x, algorithm, cfg.rounds, cfg.seed)
+    # Privacy plans the fits from the algorithm's epochs: the config's algorithm, never run.
+    lines = privatise_clients(
+        privacy, [client], public.x, cfg.algorithm.built, cfg.rounds, cfg.seed
+    )
     if notes is not None:
         notes.extend(lines)
     return client, site.model.name
@@ -294,7 +295,8 @@ def build_sites_experiment(
 ) -> Experiment:
     """The site-mode experiment: U from `sites.public`, and the clients of `sites.files`
     (`clients`: only those ids; [] for a server that must open no site's file)."""
-    from cosmosfl.experiment.parts import Experiment, make_algorithm
+    from cosmosfl.experiment.parts import Experiment, shared_learner_options
+    from cosmosfl.experiment.server_models import server_learner_for
 
     public = run_public(cfg)
     wanted = None if clients is None else set(clients)
@@ -325,7 +327,14 @@ def build_sites_experiment(
         client, name = build_site_client(cfg, site, site.id, own_public, labels, notes)
         built.append(client)
         names.append(name)
-    algorithm = make_algorithm(cfg, natural=False)  # sites' photos: no flip assumed
+    algorithm = cfg.algorithm.fresh(  # the run's copy; sites' photos: no flip assumed
+        server_learner=server_learner_for(
+            cfg.algorithm.built,
+            cfg.device,
+            natural=False,
+            learner_options=shared_learner_options(cfg),
+        )
+    )
     return Experiment(
         cfg,
         None,
