@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from cosmosfl.core.constraints import Constraint, Custom, Interval
+from cosmosfl.core.constraints import Constraint, Custom, Interval, Options
 from cosmosfl.learners.base import Capabilities
 from cosmosfl.learners.refit import (
     DIVERGENCE_TOLERANCE,
@@ -18,8 +18,14 @@ from cosmosfl.learners.refit import (
     hard_copy_index,
     soft_copy_index,
 )
+from cosmosfl.learners.soft_trees import fit_soft_trees, twin_reason
+from cosmosfl.learners.training_rows import TrainingRows
 
 LEARNING_RATE_PARAMS = ("learning_rate", "learning_rate_init", "eta")
+# How soft targets reach the estimator: "twin" (a tree classifier's trees grown as regressors
+# on the unique rows, learners/soft_trees.py), "copies" (weighted copies), "auto" (twin where
+# the estimator has one, else copies).
+SOFT_TARGETS = ("auto", "twin", "copies")
 
 
 class _Constant:
@@ -40,10 +46,16 @@ class SklearnLearner(RefitLearner):
     target[c] × weight × `public_weight` (copies under `min_target_mass` dropped). For
     estimators that minimise weighted log-loss (LogisticRegression, gradient boosting,
     MLPClassifier) this *is* soft-label cross-entropy; for trees and forests the leaves' class
-    frequencies become the soft mass. Weights reach the estimator's `fit(sample_weight=)`, or a
-    `Pipeline`'s final step (`<step>__sample_weight`). An estimator that ignores weights
-    (e.g. KNeighborsClassifier) gets one copy per row labelled with the argmax, and a single
-    UserWarning says so: its soft targets and confidence weights reduce to argmax labels.
+    frequencies become the soft mass. A DecisionTreeClassifier, RandomForestClassifier or
+    ExtraTreesClassifier with the Gini criterion (and no class_weight, oob_score or
+    warm_start) instead grows regressor trees on the unique rows with their class mass as
+    outputs (`soft_targets="auto"`, the default, or "twin"): the same split statistics, leaf
+    values, seeds and bootstraps without the copies (learners/soft_trees.py says why);
+    `soft_targets="copies"` keeps the copies for every estimator. Weights reach the
+    estimator's `fit(sample_weight=)`, or a `Pipeline`'s final step (`<step>__sample_weight`).
+    An estimator that ignores weights (e.g. KNeighborsClassifier) gets one copy per row
+    labelled with the argmax, and a single UserWarning says so: its soft targets and
+    confidence weights reduce to argmax labels.
 
     Knowledge is kept by refitting on the union: every `fit` trains on the private data plus
     the latest distilled targets, and every `distill` on the private data plus the new targets
@@ -77,6 +89,7 @@ class SklearnLearner(RefitLearner):
             "RandomForestClassifier, SVC(probability=True))",
         ),
         "threads": Interval(int, 1, none="libraries' default"),
+        "soft_targets": Options(SOFT_TARGETS),
     }
 
     def __init__(
@@ -89,6 +102,7 @@ class SklearnLearner(RefitLearner):
         max_retries: int = 3,
         min_target_mass: float = MIN_TARGET_MASS,
         threads: int | None = 1,
+        soft_targets: str = "auto",
     ) -> None:
         super().__init__(
             num_classes=num_classes,
@@ -99,6 +113,12 @@ class SklearnLearner(RefitLearner):
         )
         self.estimator = estimator  # the template every refit clones
         self.threads = threads
+        self.soft_targets = soft_targets
+        reason = twin_reason(estimator)
+        if soft_targets == "twin" and reason is not None:
+            raise ValueError(f"soft_targets='twin': {reason}; use 'auto' or 'copies'")
+        # Whether soft targets train the estimator's regressor twin on the unique rows.
+        self._twin = soft_targets != "copies" and reason is None
         self._weight_key = _sample_weight_key(estimator)
         self._lr_param = _learning_rate_param(estimator)
         self._warned_weights = False
@@ -149,7 +169,27 @@ class SklearnLearner(RefitLearner):
         return _seeded(self.estimator)
 
     def _settings(self) -> Any:
-        return (_describe(self.estimator), repr(self.estimator.get_params(deep=True)), self.threads)
+        return (
+            _describe(self.estimator),
+            repr(self.estimator.get_params(deep=True)),
+            self.threads,
+            self._twin,
+        )
+
+    def _soft(self, rows: TrainingRows) -> bool:
+        # Private rows alone are hard labels, one copy each: the estimator itself trains on
+        # them (so `local` and a first fit are what the user's classifier gives).
+        return self._twin and len(rows.x) > rows.private_rows
+
+    def _train_rows(self, rows: TrainingRows, *, lr_scale: float, init: Any) -> Any:
+        if not self._soft(rows):
+            return super()._train_rows(rows, lr_scale=lr_scale, init=init)
+        with self._limited():
+            model = fit_soft_trees(self.estimator, rows, self.num_classes)
+        return model, model.classes_
+
+    def _trained_rows(self, rows: TrainingRows) -> int:
+        return len(rows.x) if self._soft(rows) else len(rows.y)
 
     def _train(
         self, x: np.ndarray, y: np.ndarray, w: np.ndarray, *, lr_scale: float, init: Any
