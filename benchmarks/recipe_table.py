@@ -50,7 +50,10 @@ def main() -> None:
     ap.add_argument("--seeds", default="1,2,3")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    print("| shape | algorithm | seeds | Top-1 (%) | − `local` | gain | lose > 1 pt | median | worst |")
+    print(
+        "| shape | algorithm | seeds | Top-1 (%) | − `local` | gain | lose > 1 pt | median "
+        "| worst |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.names:
         local = {s: record(args.out / name / "local" / f"seed{s}", args.round) for s in seeds}
@@ -81,7 +84,8 @@ def main() -> None:
                 f"| {m['l']:.1f} % | {m['m']:+.2f} | {m['w']:+.2f} |"
             )
         top = [100 * float(np.mean(list(v.values()))) for v in local.values()]
-        print(f"| {name} | `local` | {','.join(map(str, local))} | {np.mean(top):.2f} ± {sem(top):.2f} | | | | | |")
+        seeds_run = ",".join(map(str, local))
+        print(f"| {name} | `local` | {seeds_run} | {np.mean(top):.2f} ± {sem(top):.2f} | | | | | |")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,11 @@ Run by hand (minutes), not a test. Three parts:
   the work, beside the client's data (its private inputs plus U, as stored).
 - `scaling`: the working tree alone on satellite.csv split among `--sites` sites (the same 7
   frameworks, 3 class groups): seconds per round and peak RSS.
+- `floor`: what a later round's client work cannot go below, by the working tree: every
+  site's learner fitted once, from scratch, on its private rows plus U labelled with the
+  argmax of its own model (hard labels: the cheapest refit on those rows; a later round must
+  refit every refit site at least once, on at least those rows), seconds per framework summed
+  over its sites, and that sum over the cores.
 """
 
 from __future__ import annotations
@@ -92,6 +97,47 @@ if __name__ == "__main__":
     result = {"peak_above_start_kib": peak - start, "data_kib": data / 1024}
     open(out, "w").write(json.dumps(result))
 """
+
+
+# Every site's learner refitted once on its private rows + U with hard labels, timed.
+FLOOR = """
+import json, sys, time, warnings
+import numpy as np
+warnings.filterwarnings("ignore")
+from cosmosfl.experiment.build import build_experiment
+from cosmosfl.experiment.config import load_config
+
+if __name__ == "__main__":
+    out, config = sys.argv[1:3]
+    exp = build_experiment(load_config(config, []))
+    u = np.asarray(exp.public_x)
+    seconds = {}
+    for client, name in zip(exp.clients, exp.client_models):
+        x, y = client.train
+        x = np.asarray(x).reshape(len(x), -1)
+        client.learner.fit(x, y, epochs=1)
+        labels = client.learner.predict_proba(u).argmax(axis=1)
+        fresh = client.learner.clone()
+        rows, targets = np.concatenate([x, u.reshape(len(u), -1)]), np.concatenate([y, labels])
+        start = time.perf_counter()
+        fresh.fit(rows, targets, epochs=1)
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+    open(out, "w").write(json.dumps(seconds))
+"""
+
+
+def floor(config: Path, out: Path) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", FLOOR, str(out), str(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"floor failed:\n{done.stderr[-3000:]}")
+    return json.loads(out.read_text())
 
 
 def write_emnist_table(data_dir: Path, into: Path, pool: int, per_class: int = 0) -> Path:
@@ -241,6 +287,18 @@ def main(argv: list[str] | None = None) -> int:
                             f"| {framework} | {data_mib:.1f} | {mib['old']:.1f} | "
                             f"{mib['new']:.1f} | {mib['new'] / data_mib:.1f} |"
                         )
+            if "floor" in parts:
+                cores = len(os.sched_getaffinity(0))
+                for table in tables:
+                    got = floor(cfgs[table], base / f"floor-{table}.json")
+                    print(f"\n## {table}: one hard-label refit per site on private + U (s)")
+                    print("| framework | seconds, all its sites |")
+                    print("|---|---|")
+                    for name, sec in sorted(got.items(), key=lambda kv: -kv[1]):
+                        print(f"| {name} | {sec:.2f} |")
+                    total = sum(got.values())
+                    spread = f"over {cores} cores: {total / cores:.2f}"
+                    print(f"| **all sites** | {total:.2f} ({spread}) |")
             if "scaling" in parts:
                 print("\n## satellite.csv among N sites (working tree): seconds per round")
                 print("| sites | round 1 s | later rounds s | peak RSS of the main process MiB |")
