@@ -9,8 +9,6 @@ with the one mechanism the algorithms use (core/constraints.py).
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ from cosmosfl.experiment.schema import (
     flatten,
     identity,
 )
-from cosmosfl.experiment.value_types import check_keys, typed_values
+from cosmosfl.experiment.value_types import build_section, check_keys
 from cosmosfl.experiment.yamlio import load_yaml
 
 __all__ = [
@@ -71,30 +69,6 @@ __all__ = [
     "settings_class",
     "validate_algorithm",
 ]
-
-
-def _build(cls: type, raw: Any, where: str, **built: Any) -> Any:
-    """Section `cls` from the mapping `raw` (keys and types checked); `built`: fields given
-    already checked (the top level's sections)."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping of keys to values, got {raw!r}")
-    check_keys(raw, where)
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    unknown = sorted(set(raw) - set(names))
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; "
-            f"allowed in {where}: {', '.join(names)}"
-        )
-    try:
-        return cls(**typed_values(raw, hints, where), **built)
-    except (TypeError, ValueError) as err:  # a section that checks itself (FaultConfig)
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(str(err)) from None
 
 
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
@@ -192,14 +166,15 @@ def load_config(
     if isinstance(algorithm, dict) and "name" not in algorithm:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
     sections = {
-        # Built and checked once, here; runs take copies of it (AlgorithmSection.fresh).
+        # Read as the others, as the class its name picks: built and checked once, here;
+        # runs take copies of it (AlgorithmSection.fresh).
         "algorithm": validate_algorithm(algorithm),
-        "faults": _build(FaultConfig, raw.get("faults"), "faults"),
-        "data": _build(DataConfig, raw.get("data"), "data"),
-        "tracking": _build(TrackingConfig, raw.get("tracking"), "tracking"),
-        "clients": _build(ClientsConfig, raw.get("clients"), "clients"),
-        "sites": _build(SitesConfig, raw.get("sites"), "sites"),
-        "privacy": _build(PrivacyConfig, raw.get("privacy"), "privacy"),
+        "faults": build_section(FaultConfig, raw.get("faults"), "faults"),
+        "data": build_section(DataConfig, raw.get("data"), "data"),
+        "tracking": build_section(TrackingConfig, raw.get("tracking"), "tracking"),
+        "clients": build_section(ClientsConfig, raw.get("clients"), "clients"),
+        "sites": build_section(SitesConfig, raw.get("sites"), "sites"),
+        "privacy": build_section(PrivacyConfig, raw.get("privacy"), "privacy"),
     }
     if sections["sites"].files:  # one client per site file
         given = (raw.get("data") or {}).get("num_clients")
@@ -216,7 +191,7 @@ def load_config(
         # file, an override or a run directory's config.yaml (which resume rebuilds from).
         clients.models = dict(sorted(clients.models.items()))
     # Last, with every section: the config decides its server models from them (schema.py).
-    top = _build(
+    top = build_section(
         ExperimentConfig, {k: v for k, v in raw.items() if k in RUN_SETTINGS}, "config", **sections
     )
     top.notices = changed_default_notices(algorithm)
