@@ -18,10 +18,9 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cosmosfl.algorithms.registry import ALGORITHMS, algorithm_class
-from cosmosfl.core.constraints import check_parameters
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.references import REFERENCE_RUNS
-from cosmosfl.experiment.value_types import check_keys, typed_values
+from cosmosfl.experiment.value_types import build_section
 
 if TYPE_CHECKING:
     from cosmosfl.algorithms.base import Algorithm
@@ -126,30 +125,24 @@ def _type_ok_for_config(hint: Any) -> bool:
 
 
 def validate_algorithm(raw: Any) -> AlgorithmSection:
-    """The `algorithm` section `raw` (a mapping with a `name`) checked and built once."""
+    """The `algorithm` section `raw` (a mapping with a `name`) read as every section is
+    (`build_section`), as the class its name picks, and so built once."""
     if not isinstance(raw, Mapping) or "name" not in raw:
         raise ConfigError(f"algorithm must be a mapping with a 'name' (one of {_allowed_names()})")
     raw = dict(raw)
-    check_keys(raw, "algorithm")
-    name = raw["name"]
+    name = raw.pop("name")
     cls = settings_class(name)
-    raw = _renamed_keys(cls, name, raw)
     options = algorithm_options(name)
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(raw) - set(options) - {"name"})
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) {', '.join('algorithm.' + k for k in unknown)} for {name}; "
-            f"allowed: {', '.join(sorted(options))}"
-        )
-    given = typed_values({k: v for k, v in raw.items() if k != "name"}, hints, "algorithm")
-    try:
-        # Each value against the class's declared constraints (core/constraints.py), then the
-        # algorithm itself for combinations of settings, all before any training.
-        check_parameters(cls, given)
-        built = cls(**given)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"algorithm ({name}): {err}") from None
+    # Each value against the class's declared constraints (core/constraints.py), then the
+    # algorithm itself for combinations of settings, all before any training.
+    built = build_section(
+        cls,
+        _renamed_keys(cls, name, raw),
+        "algorithm",
+        keys=sorted(options),
+        name=name,
+        constrained=True,
+    )
     # The resolved section names every setting, defaults included, so a run directory's
     # config.yaml reproduces the run even if a default changes later.
     return AlgorithmSection(built, {"name": name, **{key: getattr(built, key) for key in options}})

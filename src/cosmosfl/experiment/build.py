@@ -10,6 +10,7 @@ and a client in client_builder.py, both shared with the sites' build (sites.py),
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -29,13 +30,12 @@ from cosmosfl.experiment.client_builder import build_client
 from cosmosfl.experiment.config import ExperimentConfig, reference_runs
 from cosmosfl.experiment.errors import ConfigError
 from cosmosfl.experiment.model_spec import ModelSpec, parse_models
-from cosmosfl.experiment.parts import Experiment, shared_learner_options
+from cosmosfl.experiment.parts import Experiment
 
 # The parts of an experiment, made the same way for sites (sites.py); importable from here too.
 from cosmosfl.experiment.parts import make_learner as make_learner
 from cosmosfl.experiment.parts import validation_holdout as validation_holdout
 from cosmosfl.experiment.private_clients import privatise_clients
-from cosmosfl.experiment.server_models import server_learner_for
 
 
 def client_model_specs(
@@ -167,17 +167,12 @@ def build_experiment(cfg: ExperimentConfig, clients: Collection[int] | None = No
     probe = (
         public_probe(dataset.y_train[part.public], part) if part.class_groups is not None else None
     )
-    # The run's copy of the algorithm built when the config was read, with its server models
-    # for this data (photos: flips keep labels) and the U probe.
-    algorithm = cfg.algorithm.fresh(
-        server_learner=server_learner_for(
-            cfg.algorithm.built,
-            cfg.device,
-            natural=bool(dataset.natural),
-            learner_options=shared_learner_options(cfg),
-        ),
-        public_probe=probe,
-    )
+    # The run's copy of the algorithm built when the config was read, with the config's server
+    # models for this data (photos: flips keep labels) and the U probe.
+    server_models = cfg.server_models
+    if server_models is not None:
+        server_models = dataclasses.replace(server_models, natural=bool(dataset.natural))
+    algorithm = cfg.algorithm.fresh(server_learner=server_models, public_probe=probe)
     public_x = prepare(dataset.x_train[part.public])
     privacy = privatise_clients(cfg.privacy, built, public_x, algorithm, cfg.rounds, cfg.seed)
     return Experiment(cfg, dataset, part, built, public_x, algorithm, names, privacy=privacy)

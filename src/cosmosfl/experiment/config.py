@@ -9,8 +9,6 @@ with the one mechanism the algorithms use (core/constraints.py).
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ from cosmosfl.experiment.schema import (
     flatten,
     identity,
 )
-from cosmosfl.experiment.value_types import check_keys, typed_values
+from cosmosfl.experiment.value_types import build_section, check_keys
 from cosmosfl.experiment.yamlio import load_yaml
 
 __all__ = [
@@ -71,30 +69,6 @@ __all__ = [
     "settings_class",
     "validate_algorithm",
 ]
-
-
-def _build(cls: type, raw: Any, where: str, **built: Any) -> Any:
-    """Section `cls` from the mapping `raw` (keys and types checked); `built`: fields given
-    already checked (the top level's algorithm section)."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping of keys to values, got {raw!r}")
-    check_keys(raw, where)
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    unknown = sorted(set(raw) - set(names))
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; "
-            f"allowed in {where}: {', '.join(names)}"
-        )
-    try:
-        return cls(**typed_values(raw, hints, where), **built)
-    except (TypeError, ValueError) as err:  # a section that checks itself (FaultConfig)
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(str(err)) from None
 
 
 def config_from_dict(raw: dict[str, Any]) -> ExperimentConfig:
@@ -191,33 +165,35 @@ def load_config(
     algorithm = raw.get("algorithm") or {}
     if isinstance(algorithm, dict) and "name" not in algorithm:
         algorithm = {"name": "cosmos", **algorithm}  # the default algorithm, e.g. for overrides
-    # Built and checked once, here; runs take copies of it (AlgorithmSection.fresh).
-    section = validate_algorithm(algorithm)
-    top = _build(
-        ExperimentConfig,
-        {k: v for k, v in raw.items() if k in RUN_SETTINGS},
-        "config",
-        algorithm=section,
-    )
-    top.faults = _build(FaultConfig, raw.get("faults"), "faults")
-    top.data = _build(DataConfig, raw.get("data"), "data")
-    top.tracking = _build(TrackingConfig, raw.get("tracking"), "tracking")
-    top.clients = _build(ClientsConfig, raw.get("clients"), "clients")
-    top.sites = _build(SitesConfig, raw.get("sites"), "sites")
-    top.privacy = _build(PrivacyConfig, raw.get("privacy"), "privacy")
-    if top.sites.files:  # one client per site file
+    sections = {
+        # Read as the others, as the class its name picks: built and checked once, here;
+        # runs take copies of it (AlgorithmSection.fresh).
+        "algorithm": validate_algorithm(algorithm),
+        "faults": build_section(FaultConfig, raw.get("faults"), "faults"),
+        "data": build_section(DataConfig, raw.get("data"), "data"),
+        "tracking": build_section(TrackingConfig, raw.get("tracking"), "tracking"),
+        "clients": build_section(ClientsConfig, raw.get("clients"), "clients"),
+        "sites": build_section(SitesConfig, raw.get("sites"), "sites"),
+        "privacy": build_section(PrivacyConfig, raw.get("privacy"), "privacy"),
+    }
+    if sections["sites"].files:  # one client per site file
         given = (raw.get("data") or {}).get("num_clients")
-        if given is not None and given != len(top.sites.files):
+        if given is not None and given != len(sections["sites"].files):
             raise ConfigError(
-                f"data.num_clients = {given} and sites.files lists {len(top.sites.files)} "
+                f"data.num_clients = {given} and sites.files lists {len(sections['sites'].files)} "
                 "sites; leave num_clients out (it follows the files)"
             )
-        top.data.num_clients = len(top.sites.files)
-    if isinstance(top.clients.models, dict):
+        sections["data"].num_clients = len(sections["sites"].files)
+    clients = sections["clients"]
+    if isinstance(clients.models, dict):
         # By name, as a mapping read from a file already is (apply_overrides round-trips it
         # through sorted YAML): the same mix then gives the same clients whether it came from a
         # file, an override or a run directory's config.yaml (which resume rebuilds from).
-        top.clients.models = dict(sorted(top.clients.models.items()))
+        clients.models = dict(sorted(clients.models.items()))
+    # Last, with every section: the config decides its server models from them (schema.py).
+    top = build_section(
+        ExperimentConfig, {k: v for k, v in raw.items() if k in RUN_SETTINGS}, "config", **sections
+    )
     top.notices = changed_default_notices(algorithm)
     check_values(top)
     return top

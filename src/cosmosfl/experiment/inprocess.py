@@ -61,7 +61,7 @@ def simulate(
     (`loop.process_threads`, the one policy). The run is `loop.run_loop`, the loop
     `cosmosfl run` and the Flower ServerApp take. An algorithm that trains server models from
     the registry (COSMOS) and has no `server_learner` gets the one its server_* settings
-    describe (`server_models.server_learner_for`, the rule `cosmosfl run` uses too).
+    describe (`server_models.server_models_for`, the rule a loaded config uses too).
     `options` (an `EngineOptions`) gives the engine settings as one value, `threads` and
     `worker_devices` included; `faults`, `min_participation`, `max_payload_bytes` and
     `workers` are the same settings as keywords, which win over `options` where given.

@@ -1,7 +1,7 @@
 """The parts an experiment is made of, and how each is made from a config: the `Experiment`
-record, a client's learner from its model spec (`make_learner`), a client's validation slice,
-and the TorchLearner settings that server models share with the clients
-(`shared_learner_options`). A run's copy of the algorithm is `cfg.algorithm.fresh(...)`.
+record, a client's learner from its model spec (`make_learner`) and a client's validation
+slice. A run's copy of the algorithm is `cfg.algorithm.fresh(...)`, with the config's
+`server_models`.
 
 Shared by the two ways of building an experiment: one partitioned dataset (build.py) and sites
 that bring their own files (sites.py); neither imports the other for these.
@@ -135,7 +135,7 @@ def torch_learner(
             if c.train_augmentation and dataset.kind == "images"
             else None
         ),
-        **shared_learner_options(cfg),
+        **c.shared_learner_options(),
     )
 
 
@@ -164,20 +164,6 @@ def as_learner(
         "can train: return a cosmosfl Learner, a torch nn.Module, or an estimator with fit and "
         "predict_proba"
     )
-
-
-def shared_learner_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """TorchLearner settings from the `clients` section that server models share (`simulate`
-    has no such section: its server models take TorchLearner's defaults)."""
-    c = cfg.clients
-    return {
-        "eval_batch_size": c.eval_batch_size,
-        "consistency_samples": c.consistency_samples,
-        "precision": c.precision,
-        "channels_last": c.channels_last,
-        "consistency_target": c.consistency_target,
-        "neighbour_bn": c.neighbour_bn,
-    }
 
 
 def validation_holdout(

@@ -26,12 +26,22 @@ from cosmosfl.data.tabular import MISSING_POLICIES, TABLE_SUFFIXES
 from cosmosfl.engines.faults import FaultConfig
 from cosmosfl.experiment.algorithm_section import AlgorithmSection, validate_algorithm
 from cosmosfl.experiment.model_spec import ModelSpec
+from cosmosfl.experiment.server_models import TorchServerModels, server_models_for
 from cosmosfl.learners.torch import LEARNER_CONSTRAINTS
 from cosmosfl.models.registry import IMAGE_SIZE_RANGE
 from cosmosfl.privacy.settings import PrivacyConfig
 
 PARTITIONS = ("paper", "dirichlet", "pathological", "iid")
 DEVICE_KINDS = ("cpu", "cuda", "mps", "auto")  # a device may name an index: cuda:1
+# The clients' TorchLearner settings server models share, to train as the clients' models do.
+SHARED_WITH_SERVER_MODELS = (
+    "eval_batch_size",
+    "consistency_samples",
+    "precision",
+    "channels_last",
+    "consistency_target",
+    "neighbour_bn",
+)
 
 
 def _text(advice: str, null: bool = True) -> Custom:
@@ -165,6 +175,10 @@ class ClientsConfig:
     # `models` parsed and checked, once, when the config is read (config.check_values); not a
     # key of the section.
     model_specs: list[ModelSpec] | None = field(default=None, init=False, compare=False, repr=False)
+
+    def shared_learner_options(self) -> dict[str, Any]:
+        """The TorchLearner settings server models share with the clients' torch models."""
+        return {name: getattr(self, name) for name in SHARED_WITH_SERVER_MODELS}
 
 
 @dataclass
@@ -355,10 +369,21 @@ class ExperimentConfig:
     # What the config relies on that changed (a default it does not set), said in show-config
     # and the run header; not a setting, so not in to_dict.
     notices: list[str] = field(default_factory=list, compare=False, repr=False)
+    # The server models (COSMOS's h_k) the algorithm's server_* settings describe, on `device`,
+    # with the clients' shared TorchLearner settings: decided with the config, so a run only
+    # sets its data's `natural`; derived from the settings (again by `dataclasses.replace`),
+    # so not a setting and not in to_dict. None: the algorithm trains no registry model.
+    server_models: TorchServerModels | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.server_models = server_models_for(
+            self.algorithm.built, self.device, learner_options=self.clients.shared_learner_options()
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         del out["notices"]
+        del out["server_models"]
         out["algorithm"] = dict(self.algorithm)
         del out["clients"]["model_specs"]
         if self.sites == SitesConfig():  # the partition mode: configs read as before sites

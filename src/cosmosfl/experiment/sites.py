@@ -295,8 +295,7 @@ def build_sites_experiment(
 ) -> Experiment:
     """The site-mode experiment: U from `sites.public`, and the clients of `sites.files`
     (`clients`: only those ids; [] for a server that must open no site's file)."""
-    from cosmosfl.experiment.parts import Experiment, shared_learner_options
-    from cosmosfl.experiment.server_models import server_learner_for
+    from cosmosfl.experiment.parts import Experiment
 
     public = run_public(cfg)
     wanted = None if clients is None else set(clients)
@@ -327,14 +326,8 @@ def build_sites_experiment(
         client, name = build_site_client(cfg, site, site.id, own_public, labels, notes)
         built.append(client)
         names.append(name)
-    algorithm = cfg.algorithm.fresh(  # the run's copy; sites' photos: no flip assumed
-        server_learner=server_learner_for(
-            cfg.algorithm.built,
-            cfg.device,
-            natural=False,
-            learner_options=shared_learner_options(cfg),
-        )
-    )
+    # The run's copy, with the config's server models as they are (sites' photos: no flip).
+    algorithm = cfg.algorithm.fresh(server_learner=cfg.server_models)
     return Experiment(
         cfg,
         None,

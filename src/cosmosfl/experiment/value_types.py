@@ -1,13 +1,17 @@
 """Config values against their fields' type hints: the one type check every config section
-(and the `algorithm` section) runs before any constraint, naming the dotted key on a mismatch."""
+(and the `algorithm` section) runs before any constraint, naming the dotted key on a mismatch;
+and `build_section`, the one way every section is read."""
 
 from __future__ import annotations
 
 import math
 import types
 import typing
+from collections.abc import Collection
+from dataclasses import fields
 from typing import Any
 
+from cosmosfl.core.constraints import check_parameters
 from cosmosfl.experiment.errors import ConfigError
 
 
@@ -74,3 +78,45 @@ def typed_values(raw: dict[str, Any], hints: dict[str, Any], where: str) -> dict
             raise ConfigError(f"{where}.{name} = {value!r} must be of type {type_name(hint)}")
         values[name] = value
     return values
+
+
+def build_section(
+    cls: type,
+    raw: Any,
+    where: str,
+    *,
+    keys: Collection[str] | None = None,
+    name: str | None = None,
+    constrained: bool = False,
+    **built: Any,
+) -> Any:
+    """Section `cls` from the mapping `raw`: every config section's reading (the `algorithm`
+    section's too, with the class its name picks), keys and types checked, then built.
+    `keys`: the settable keys (default: `cls`'s init fields); `name`: the algorithm's, which
+    messages name (a section's own errors are otherwise kept as they are); `constrained`: each
+    value against `cls`'s constraints before building (a class whose constructor checks
+    combinations of values); `built`: fields given already checked (the top level's sections).
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a mapping of keys to values, got {raw!r}")
+    check_keys(raw, where)
+    hints = typing.get_type_hints(cls)
+    names = list(keys) if keys is not None else [f.name for f in fields(cls) if f.init]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}"
+            + (f" for {name}; allowed: " if name else f"; allowed in {where}: ")
+            + ", ".join(names)
+        )
+    values = typed_values(raw, hints, where)
+    try:
+        if constrained:
+            check_parameters(cls, values)
+        return cls(**values, **built)
+    except (TypeError, ValueError) as err:  # a section that checks itself (FaultConfig)
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"{where} ({name}): {err}" if name else str(err)) from None
