@@ -24,20 +24,22 @@ from cosmosfl.experiment.algorithm_section import (
     settings_class,
     validate_algorithm,
 )
-from cosmosfl.experiment.errors import ConfigError
-from cosmosfl.experiment.model_spec import parse_models
-from cosmosfl.experiment.schema import (
+from cosmosfl.experiment.config_keys import (
     NOT_IDENTITY,
     RUN_SETTINGS,
     TOP_LEVEL,
+    flatten,
+    identity,
+)
+from cosmosfl.experiment.errors import ConfigError
+from cosmosfl.experiment.model_spec import parse_models
+from cosmosfl.experiment.schema import (
     ClientsConfig,
     DataConfig,
     ExperimentConfig,
     PrivacyConfig,
     SitesConfig,
     TrackingConfig,
-    flatten,
-    identity,
 )
 from cosmosfl.experiment.value_types import build_section, check_keys
 from cosmosfl.experiment.yamlio import load_yaml

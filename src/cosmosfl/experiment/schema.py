@@ -391,37 +391,3 @@ class ExperimentConfig:
         if self.privacy == PrivacyConfig():  # no privacy: configs read as before the section
             del out["privacy"]
         return out
-
-
-RUN_SETTINGS = (
-    "seed",
-    "rounds",
-    "device",
-    "threads",
-    "workers",
-    "min_participation",
-    "max_payload_bytes",
-)
-TOP_LEVEL = (*RUN_SETTINGS, "data", "clients", "algorithm", "faults", "tracking", "sites")
-TOP_LEVEL += ("privacy",)
-# Sections that say where a run is logged, not what it computes: a finished run whose config
-# differs only here is the same experiment (compare/sweep skip it) and can be resumed.
-NOT_IDENTITY = ("tracking",)
-
-
-def identity(cfg: ExperimentConfig | dict[str, Any]) -> dict[str, Any]:
-    """The config as plain data without the sections of NOT_IDENTITY."""
-    raw = cfg.to_dict() if isinstance(cfg, ExperimentConfig) else dict(cfg)
-    return {k: v for k, v in raw.items() if k not in NOT_IDENTITY}
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested config data as dotted keys (`data.num_clients`); `clients.models` stays whole."""
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value and name != "clients.models":
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
