@@ -9,15 +9,22 @@ refit against divergence. SklearnLearner, XGBoostLearner and LightGBMLearner are
 
 from __future__ import annotations
 
-import warnings
 from abc import abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from cosmosfl.core.constraints import Constraint, Interval
 from cosmosfl.learners.base import Learner, validate_distill_inputs, validate_fit_inputs
+from cosmosfl.learners.divergence import (
+    DIVERGENCE_TOLERANCE,
+    DivergenceRule,
+    Judged,
+    judge,
+    warn_fell,
+    warn_rejected,
+    warn_retried,
+)
 from cosmosfl.learners.training_rows import (
     MIN_TARGET_MASS,
     TrainingRows,
@@ -38,24 +45,6 @@ __all__ = [
     "soft_copies",
     "soft_copy_index",
 ]
-
-# Default for `divergence_tolerance`: how far (in accuracy, absolute) a refit may fall below
-# max(previous model, majority-class baseline) on the client's own labelled data before it is
-# suspected of divergence. Distillation toward a cluster's classes legitimately costs a few
-# points of private accuracy; a diverged fit loses tens (HistGradientBoosting: 0.88 -> 0.23,
-# which also fit its own training rows no better than a constant).
-DIVERGENCE_TOLERANCE = 0.2
-
-
-@dataclass(frozen=True)
-class _Judged:
-    """What the divergence guard measured of a model on its training rows."""
-
-    finite: bool
-    private: float  # accuracy on the private rows (nan without them)
-    rows: float  # weighted accuracy on the training copies
-    loss: float  # weighted log-loss on the training copies
-    probs: np.ndarray | None  # (unique rows, M) probabilities, reused by distill's metrics
 
 
 class RefitLearner(Learner):
@@ -111,7 +100,7 @@ class RefitLearner(Learner):
         # Digest of the inputs the model in place was trained on (None: unknown, or training
         # not deterministic) and what the guard measured of it then.
         self._fit_key: str | None = None
-        self._fit_judged: _Judged | None = None
+        self._fit_judged: Judged | None = None
         # Digest of the private rows `_fit_judged.private` was measured on.
         self._judged_private: str | None = None
 
@@ -250,23 +239,9 @@ class RefitLearner(Learner):
             return judged.private
         return self._private_accuracy(self._model)
 
-    def _judge(self, model: Any, rows: TrainingRows) -> _Judged:
-        """Finite probabilities, private accuracy, weighted accuracy and weighted log-loss on
-        the training copies, from one prediction of each unique row."""
-        probs = np.asarray(self._proba(model, rows.x), np.float64)
-        if not np.isfinite(probs).all():
-            return _Judged(False, float("nan"), float("nan"), float("inf"), None)
-        top = probs.argmax(axis=1)
-        hit = top[rows.index] == rows.y
-        row_acc = float(rows.w[hit].sum() / rows.w.sum())
-        picked = np.clip(probs[rows.index, rows.y], 1e-12, None)
-        loss = float(-(rows.w * np.log(picked)).sum() / rows.w.sum())
-        if self._private is None:
-            return _Judged(True, float("nan"), row_acc, loss, probs)
-        n = rows.private_rows
-        private = float((top[:n] == rows.y[:n]).mean()) if n else float("nan")
-        # Private rows but no accuracy on them (none at all) counts as a failed check.
-        return _Judged(bool(n), private, row_acc, loss, probs)
+    def _judge(self, model: Any, rows: TrainingRows) -> Judged:
+        """The guard's measures of `model` on `rows`, from one prediction of each unique row."""
+        return judge(self._proba(model, rows.x), rows, self._private is not None)
 
     def _refit(
         self, public: tuple[np.ndarray, np.ndarray, np.ndarray] | None
@@ -277,20 +252,15 @@ class RefitLearner(Learner):
         than predicting their most common class, or weighted log-loss worse than predicting
         their class frequencies). Returns the metrics and whether the model was deployed."""
         rows = self._rows(public)
-        y, w = rows.y, rows.w
         previous = self._model
         private_key = self._private_key()
-        floor, ref = -np.inf, ""
-        if self._private is not None and len(self._private[1]):
-            majority = float(np.bincount(self._private[1]).max() / len(self._private[1]))
-            before = self._accuracy_in_place() if previous is not None else float("nan")
-            floor = (max(majority, before) if np.isfinite(before) else majority) - (
-                self.divergence_tolerance
-            )
-            ref = f"previous model {before:.3f}, majority class {majority:.3f}"
-        prior = np.bincount(y, weights=w) / w.sum()
-        constant = float(prior.max())
-        prior_loss = float(-(prior[prior > 0] * np.log(prior[prior > 0])).sum())
+        labels = None if self._private is None else self._private[1]
+        before = (
+            self._accuracy_in_place()
+            if previous is not None and labels is not None and len(labels)
+            else float("nan")
+        )
+        rule = DivergenceRule.for_refit(rows, labels, before, self.divergence_tolerance)
         retries, tried, scale = 0, [], self._lr_scale
         while True:
             key = self._input_key(private_key, public, scale)
@@ -301,66 +271,22 @@ class RefitLearner(Learner):
             else:
                 model = self._train_rows(rows, lr_scale=scale, init=previous)
                 judged = self._judge(model, rows)
-            finite, acc, rows_acc, loss = judged.finite, judged.private, judged.rows, judged.loss
-            fell = bool(acc < floor)  # False when there is no private data (acc is nan)
-            unfit = rows_acc <= constant or loss > prior_loss
-            if finite and not (fell and unfit):
+            if not rule.diverged(judged):
                 break
-            tried.append(
-                f"scale {scale:g}: private {acc:.3f}, training rows {rows_acc:.3f} "
-                f"(log-loss {loss:.3g})"
-                if finite
-                else f"scale {scale:g}: non-finite probabilities"
-            )
+            tried.append(judged.attempt(scale))
             if retries >= self.max_retries or not self._has_learning_rate():
                 model = None
                 break
             retries += 1
             scale /= 2
-        name, tol = self._name(), self.divergence_tolerance
-        rule = (
-            f"({ref}; allowed drop {tol}; predicting the class frequencies scores "
-            f"{constant:.3f} on the training rows, log-loss {prior_loss:.3g})"
-        )
+        fell = model is not None and rule.fell(judged)
         if model is None:
-            kept = (
-                "the previous model stays"
-                if previous is not None
-                else "there is no previous model, so this client predicts the uniform "
-                "distribution (every class alike) until a refit is accepted"
-            )
-            broken = all("non-finite" in t for t in tried)
-            fix = (
-                "the estimator's predict_proba returns NaN or inf: fix the estimator (check it "
-                "with cosmosfl.testing.check_learner)"
-                if broken
-                else "lower the estimator's learning rate, or raise divergence_tolerance"
-            )
-            warnings.warn(
-                f"{name}: the refit diverged and was rejected; {kept}. "
-                f"Accuracy at learning-rate {'; '.join(tried)} {rule}. To fix: {fix}",
-                UserWarning,
-                stacklevel=3,
-            )
+            warn_rejected(self._name(), tried, rule, previous is not None)
         else:
             if retries:
-                warnings.warn(
-                    f"{name}: the refit diverged (accuracy at learning-rate {'; '.join(tried)} "
-                    f"{rule}); retried with the learning rate scaled by {scale:g}, which fit "
-                    f"(private {acc:.3f}, training rows {rows_acc:.3f}); later refits keep it",
-                    UserWarning,
-                    stacklevel=3,
-                )
+                warn_retried(self._name(), tried, rule, scale, judged)
             elif fell:
-                warnings.warn(
-                    f"{name}: private accuracy fell to {acc:.3f} {rule} while fitting the "
-                    f"distilled targets; the model fits its training rows ({rows_acc:.3f}, "
-                    f"log-loss {loss:.3g}), so "
-                    "it is deployed: for this estimator the targets conflict with the private "
-                    "labels (lower public_weight to favour the private data)",
-                    UserWarning,
-                    stacklevel=3,
-                )
+                warn_fell(self._name(), rule, judged)
             self._model, self._lr_scale = model, scale
             self._fit_key, self._fit_judged, self._judged_private = key, judged, private_key
         metrics = {
@@ -369,7 +295,7 @@ class RefitLearner(Learner):
             "public_rows": float(0 if public is None else len(public[0])),
             "refit_rejected": float(model is None),
             "refit_retries": float(retries),
-            "private_top1_fell": float(model is not None and fell),
+            "private_top1_fell": float(fell),
             "lr_scale": float(self._lr_scale),
         }
         if self._private is not None and self._model is not None:
