@@ -32,6 +32,7 @@ estimator keeps the copies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral
 from typing import Any
 
@@ -79,16 +80,22 @@ def twin_reason(estimator: Any) -> str | None:
     return None
 
 
-def tree_twin(estimator: Any, seed: Any) -> Any:
-    """A fresh regressor tree with every setting of the tree classifier (or of a forest's
-    trees) `estimator`, `random_state` = `seed`."""
+def _twin_maker(estimator: Any) -> Callable[[Any], Any]:
+    """`seed -> a fresh regressor tree` with every setting of the tree classifier (or of a
+    forest's trees) `estimator`, the settings read once."""
     from sklearn import tree
 
     cls = getattr(tree, TWINS[_path(estimator)][0])
     mine = cls().get_params(deep=False)
     theirs = estimator.get_params(deep=False)
     carried = {k: v for k, v in theirs.items() if k in mine and k not in _NOT_CARRIED}
-    return cls(**carried, random_state=seed)
+    return lambda seed: cls(**carried, random_state=seed)
+
+
+def tree_twin(estimator: Any, seed: Any) -> Any:
+    """A fresh regressor tree with every setting of the tree classifier (or of a forest's
+    trees) `estimator`, `random_state` = `seed`."""
+    return _twin_maker(estimator)(seed)
 
 
 class SoftTrees:
@@ -118,13 +125,11 @@ def _class_mass(rows: TrainingRows, num_classes: int, picked: np.ndarray | None)
     return mass.reshape(len(rows.x), num_classes)
 
 
-def _grown(template: Any, seed: Any, x: np.ndarray, mass: np.ndarray) -> Any:
+def _grown(tree: Any, x: np.ndarray, mass: np.ndarray) -> Any:
     # Rows of no mass stay, with weight 0, as their copies stay in the classifier's tree: their
     # values take part in where thresholds fall between rows.
     weight = mass.sum(axis=1)
-    targets = mass / np.maximum(weight, 1e-300)[:, None]
-    tree = tree_twin(template, seed)
-    tree.fit(x, targets, sample_weight=weight)
+    tree.fit(x, mass / np.maximum(weight, 1e-300)[:, None], sample_weight=weight)
     return tree
 
 
@@ -145,23 +150,21 @@ def fit_soft_trees(template: Any, rows: TrainingRows, num_classes: int) -> SoftT
 
     x = np.asarray(rows.x, np.float32)
     params = template.get_params(deep=False)
+    make = _twin_maker(template)
+    mass = _class_mass(rows, num_classes, None)  # every tree's, without a bootstrap
     if not TWINS[_path(template)][1]:
-        return SoftTrees(
-            [_grown(template, params.get("random_state"), x, _class_mass(rows, num_classes, None))],
-            num_classes,
-        )
+        return SoftTrees([_grown(make(params.get("random_state")), x, mass)], num_classes)
     rng = check_random_state(params.get("random_state"))
     seeds = [rng.randint(MAX_SEED) for _ in range(params["n_estimators"])]
     p = rows.w / rows.w.sum()
     draws = _draws(params, rows.w)
+    bootstrap = params.get("bootstrap", True)
 
     def grow(seed: int) -> Any:
-        picked = (
-            np.random.RandomState(seed).choice(len(rows.w), draws, replace=True, p=p)
-            if params.get("bootstrap", True)
-            else None
-        )
-        return _grown(template, seed, x, _class_mass(rows, num_classes, picked))
+        if bootstrap:
+            picked = np.random.RandomState(seed).choice(len(rows.w), draws, replace=True, p=p)
+            return _grown(make(seed), x, _class_mass(rows, num_classes, picked))
+        return _grown(make(seed), x, mass)
 
     jobs = params.get("n_jobs")
     if jobs in (None, 1):
